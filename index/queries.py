@@ -1,0 +1,71 @@
+"""Numba kernels that read a suffix automaton: branching continuations and streaming matches."""
+
+import numpy as np
+from numba import njit
+
+from .layout import COUNT, EDGE_DST, EDGE_NEXT, EDGE_TOKEN, HEAD, LEN, LINK, RECENT, ROOT
+from .transitions import find_edge
+
+
+@njit(cache=True)
+def top_continuations(nodes, edges, state, limit):
+    """The distinct tokens that followed the strings of ``state``, most frequent first.
+
+    Returns ``(tokens, counts, ends)``, at most ``limit`` each: ``counts[i]`` occurrences of the state's
+    string followed by ``tokens[i]``, the latest of which has ``tokens[i]`` at position ``ends[i]``
+    (so that continuation goes on at ``ends[i] + 1``). Ties go to the more recent occurrence.
+
+    Example: stream ``1 2 3 1 2 4 1 2 3 1 2``, state of ``1 2`` -> tokens ``[3, 4]``, counts ``[2, 1]``
+    (``[3, 4]``, not ``[4, 3]``: 3 followed twice), ends ``[8, 5]``.
+    """
+    degree = 0
+    f = nodes[state, HEAD]
+    while f != -1:
+        degree += 1
+        f = edges[f, EDGE_NEXT]
+    toks = np.empty(degree, dtype=np.int32)
+    counts = np.empty(degree, dtype=np.int32)
+    ends = np.empty(degree, dtype=np.int32)
+    keys = np.empty(degree, dtype=np.int64)
+    i = 0
+    f = nodes[state, HEAD]
+    while f != -1:
+        dst = edges[f, EDGE_DST]
+        toks[i] = edges[f, EDGE_TOKEN]
+        counts[i] = nodes[dst, COUNT]
+        ends[i] = nodes[dst, RECENT]
+        keys[i] = -(np.int64(counts[i]) << np.int64(32)) - np.int64(ends[i])  # ascending = best first
+        i += 1
+        f = edges[f, EDGE_NEXT]
+    order = np.argsort(keys, kind="mergesort")[:limit]
+    return toks[order], counts[order], ends[order]
+
+
+@njit(cache=True)
+def feed_matcher(nodes, edges, table, cursor, stream):
+    """Advance a streaming match over ``stream`` tokens; ``cursor = [state, length]`` is updated in place.
+
+    Invariant after every token: the last ``length`` tokens seen occur in the indexed stream, no longer
+    suffix of them does, and they belong to ``state`` (``len(link(state)) < length <= len(state)``).
+    Amortised O(1) per token: ``length`` grows by at most one per token and every suffix-link step
+    shrinks it.
+    """
+    v = cursor[0]
+    length = cursor[1]
+    while v != ROOT and nodes[nodes[v, LINK], LEN] >= length:  # the index may have split v since
+        v = nodes[v, LINK]
+    for i in range(stream.shape[0]):
+        c = stream[i]
+        while True:
+            e = find_edge(edges, table, v, c)
+            if e >= 0:
+                v = edges[e, EDGE_DST]
+                length += 1
+                break
+            if v == ROOT:
+                length = 0
+                break
+            v = nodes[v, LINK]
+            length = nodes[v, LEN]
+    cursor[0] = v
+    cursor[1] = length

@@ -1,0 +1,59 @@
+"""Saving and loading a ``SuffixIndex`` as ``.npz``: plain arrays, no pickle, with a format version."""
+
+import zipfile
+
+import numpy as np
+
+from . import layout as L
+
+FORMAT_NAME = "draftless.SuffixIndex"
+FORMAT_VERSION = 1
+_KEYS = {"format", "version", "vocab_size", "recency_depth", "tokens", "nodes", "edges", "meta"}
+
+
+def save_index(index, path):
+    tokens, nodes, edges, meta = index._state_arrays()
+    with open(path, "wb") as fh:  # a file object keeps numpy from appending ".npz" to the name
+        np.savez_compressed(
+            fh, format=np.array(FORMAT_NAME), version=np.array(FORMAT_VERSION, dtype=np.int64),
+            vocab_size=np.array(index.vocab_size, dtype=np.int64),
+            recency_depth=np.array(index.recency_depth, dtype=np.int64),
+            tokens=tokens, nodes=nodes, edges=edges, meta=meta)
+
+
+def _fail(path, why):
+    raise ValueError(f"{path!s} is not a readable draftless index: {why}")
+
+
+def load_index(cls, path):
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+        _fail(path, f"not an .npz archive ({exc})")
+    if set(arrays) != _KEYS:
+        _fail(path, f"expected arrays {sorted(_KEYS)}, found {sorted(arrays)}")
+    if arrays["format"].shape != () or str(arrays["format"]) != FORMAT_NAME:
+        _fail(path, "it was written by something else")
+    version = int(arrays["version"])
+    if version != FORMAT_VERSION:
+        _fail(path, f"format version {version}; this draftless reads version {FORMAT_VERSION}")
+    tokens, nodes, edges, meta = (arrays[k] for k in ("tokens", "nodes", "edges", "meta"))
+    shapes_ok = (tokens.ndim == 1 and nodes.ndim == 2 and nodes.shape[1] == L.NODE_FIELDS
+                 and edges.ndim == 2 and edges.shape[1] == L.EDGE_FIELDS and meta.shape == (L.META_FIELDS,))
+    dtypes_ok = all(a.dtype == np.int32 for a in (tokens, nodes, edges)) and meta.dtype == np.int64
+    if not (shapes_ok and dtypes_ok):
+        _fail(path, "array shapes or dtypes do not match the format")
+    counts_ok = (meta[L.N_TOKENS] == len(tokens) and meta[L.N_STATES] == len(nodes) >= 1
+                 and meta[L.N_EDGES] == len(edges))
+    if not counts_ok:
+        _fail(path, "the stored counters disagree with the arrays")
+    index = cls(vocab_size=int(arrays["vocab_size"]), recency_depth=int(arrays["recency_depth"]))
+    index._restore(tokens, nodes, edges, meta)
+    try:
+        index.check_invariants()
+    except ValueError as exc:
+        _fail(path, str(exc))
+    return index

@@ -1,0 +1,176 @@
+"""``SuffixIndex``: the public, checked wrapper around the suffix-automaton kernels."""
+
+from typing import NamedTuple
+
+import numpy as np
+
+from . import layout as L
+from .automaton import extend_automaton
+from .queries import top_continuations
+from .transitions import rebuild_table
+from .validation import as_token_array, check_positive_int, check_vocab_size
+
+DEFAULT_RECENCY_DEPTH = 64
+
+
+class Match(NamedTuple):
+    """The longest suffix of the stream that also occurs earlier in it.
+
+    ``length`` is 0 when no suffix repeats; the end positions are then -1. ``recent_end`` is the end of the
+    most recent earlier occurrence, ``first_end`` of the first one; the continuation starts right after.
+    """
+
+    length: int
+    recent_end: int
+    first_end: int
+
+
+class Continuations(NamedTuple):
+    """Distinct next tokens after a matched string, most frequent first (see ``top_continuations``)."""
+
+    tokens: np.ndarray
+    counts: np.ndarray
+    ends: np.ndarray
+
+
+class SuffixIndex:
+    """Suffix automaton over a growing stream of token ids, with amortised O(1) append.
+
+    >>> idx = SuffixIndex([5, 6, 7, 5, 6])
+    >>> idx.longest_match()            # "5 6" occurred before, ending at position 1
+    Match(length=2, recent_end=1, first_end=1)
+    >>> idx.continuation(1, 3).tolist()
+    [7, 5, 6]
+
+    ``recency_depth`` bounds how many suffix-link ancestors get their most-recent position and occurrence
+    count refreshed per token (see ``draftless.index.automaton``); figures are exact while no chain is
+    deeper, and an append never costs more than that many steps.
+    """
+
+    def __init__(self, tokens=None, *, vocab_size=None, recency_depth=DEFAULT_RECENCY_DEPTH):
+        self.vocab_size = check_vocab_size(vocab_size)
+        self.recency_depth = check_positive_int(recency_depth, "recency_depth")
+        self._tokens = np.empty(16, dtype=np.int32)
+        self._nodes = np.empty((16, L.NODE_FIELDS), dtype=np.int32)
+        self._nodes[L.ROOT] = (0, -1, -1, -1, 0, -1)
+        self._edges = np.empty((16, L.EDGE_FIELDS), dtype=np.int32)
+        self._table = np.full(32, -1, dtype=np.int32)
+        self._meta = np.zeros(L.META_FIELDS, dtype=np.int64)
+        self._meta[L.N_STATES] = 1
+        self._meta[L.MATCH_RECENT] = self._meta[L.MATCH_FIRST] = -1
+        if tokens is not None:
+            self.extend(tokens)
+
+    # -- building -------------------------------------------------------------------------------------
+    def extend(self, tokens):
+        """Append one token id or a 1-D sequence of them."""
+        arr = as_token_array(tokens, self.vocab_size)
+        if arr.size and int(self._meta[L.N_TOKENS]) + arr.size > L_MAX_TOKENS:
+            raise ValueError(f"tokens would grow the index past {L_MAX_TOKENS} tokens")
+        if arr.size:
+            self._tokens, self._nodes, self._edges, self._table = extend_automaton(
+                self._tokens, self._nodes, self._edges, self._table, self._meta, arr, self.recency_depth)
+
+    # -- reading --------------------------------------------------------------------------------------
+    def __len__(self):
+        return int(self._meta[L.N_TOKENS])
+
+    @property
+    def tokens(self):
+        """The indexed stream (a read-only view)."""
+        view = self._tokens[: len(self)]
+        view.flags.writeable = False
+        return view
+
+    @property
+    def num_states(self):
+        return int(self._meta[L.N_STATES])
+
+    @property
+    def num_edges(self):
+        return int(self._meta[L.N_EDGES])
+
+    @property
+    def nbytes(self):
+        """Bytes held by the index's arrays (allocated capacity, not just the used part)."""
+        return sum(a.nbytes for a in (self._tokens, self._nodes, self._edges, self._table, self._meta))
+
+    def longest_match(self):
+        """The longest suffix of the stream that also occurs earlier (overlaps allowed), as a ``Match``."""
+        m = self._meta
+        return Match(int(m[L.MATCH_LEN]), int(m[L.MATCH_RECENT]), int(m[L.MATCH_FIRST]))
+
+    def continuation(self, end, k):
+        """Up to ``k`` tokens that follow end position ``end`` (a copy; fewer at the end of the stream)."""
+        n = len(self)
+        end = int(end)
+        if not -1 <= end < n:
+            raise ValueError(f"end must be in [-1, {n - 1}], got {end}")
+        if k < 0:
+            raise ValueError(f"k must be >= 0, got {k}")
+        return self._tokens[end + 1: min(n, end + 1 + int(k))].copy()
+
+    def continuations(self, limit=4, state=None):
+        """Distinct tokens that followed the current longest match (or ``state``), most frequent first,
+        with their counts and the position of their latest occurrence, as ``Continuations``."""
+        limit = check_positive_int(limit, "limit")
+        if state is None:
+            state = int(self._meta[L.MATCH_STATE])
+        elif not 0 <= int(state) < self.num_states:
+            raise ValueError(f"state must be in [0, {self.num_states}), got {state}")
+        return Continuations(*top_continuations(self._nodes, self._edges, int(state), limit))
+
+    def state_length(self, state):
+        return int(self._nodes[state, L.LEN])
+
+    def state_ends(self, state):
+        """``(recent_end, first_end)`` of a state's strings (-1, -1 for the root)."""
+        if state == L.ROOT:
+            return -1, -1
+        return int(self._nodes[state, L.RECENT]), int(self._nodes[state, L.FIRST])
+
+    def matcher(self):
+        """A ``SuffixMatcher`` that follows a separate live stream against this index."""
+        from .matcher import SuffixMatcher
+
+        return SuffixMatcher(self)
+
+    # -- persistence and checks ------------------------------------------------------------------------
+    def save(self, path):
+        from .storage import save_index
+
+        save_index(self, path)
+
+    @classmethod
+    def load(cls, path):
+        from .storage import load_index
+
+        return load_index(cls, path)
+
+    def check_invariants(self):
+        from .invariants import check_index
+
+        check_index(self)
+
+    def _state_arrays(self):
+        """The used part of every array, for saving and checking."""
+        m = self._meta
+        return (self._tokens[: m[L.N_TOKENS]], self._nodes[: m[L.N_STATES]], self._edges[: m[L.N_EDGES]],
+                self._meta)
+
+    def _restore(self, tokens, nodes, edges, meta):
+        self._tokens = np.ascontiguousarray(tokens, dtype=np.int32)
+        self._nodes = np.ascontiguousarray(nodes, dtype=np.int32)
+        self._edges = np.ascontiguousarray(edges, dtype=np.int32)
+        self._meta = np.array(meta, dtype=np.int64)
+        size = 32
+        while size < 2 * max(1, len(edges)):
+            size *= 2
+        self._table = rebuild_table(self._edges, len(edges), size)
+
+    def __repr__(self):
+        return (f"SuffixIndex(tokens={len(self)}, states={self.num_states}, edges={self.num_edges}, "
+                f"vocab_size={self.vocab_size})")
+
+
+L_MAX_TOKENS = 2**30  # states (< 2n) and edges (< 3n) must fit in int32
