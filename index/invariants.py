@@ -50,8 +50,8 @@ def check_index(index, sample=256):
     tokens, nodes, edges, meta = index._state_arrays()
     n, ns, ne = int(meta[L.N_TOKENS]), int(meta[L.N_STATES]), int(meta[L.N_EDGES])
     _require(ns >= 1 and nodes[0, L.LEN] == 0 and nodes[0, L.LINK] == -1, "state 0 is the root")
-    _require(ns <= max(1, 2 * n - 1), f"at most 2n-1 states ({ns} for n={n})")
-    _require(ne <= max(n, 3 * n - 4), f"at most 3n-4 transitions ({ne} for n={n})")
+    _require(ns <= max(n + 1, 2 * n - 1), f"at most 2n-1 states ({ns} for n={n})")
+    _require(ne <= max(0, 2 * n - 1, 3 * n - 4), f"at most 3n-4 transitions ({ne} for n={n})")
     _require(tokens.size == 0 or (tokens.min() >= 0 and tokens.max() < index.vocab_size), "ids in vocab")
     rest = nodes[1:]
     link, length = rest[:, L.LINK], rest[:, L.LEN]

@@ -40,12 +40,12 @@ def as_token_array(tokens, vocab_size, name="tokens"):
             arr = np.asarray(tokens)
         except (TypeError, ValueError) as exc:
             raise TypeError(f"{name} must be a 1-D sequence of integer token ids") from exc
-        if arr.ndim != 1:
-            raise ValueError(f"{name} must be 1-D, got an array of shape {arr.shape}")
-        if arr.size == 0:
+        if arr.ndim == 1 and arr.size == 0:
             return np.empty(0, dtype=np.int32)
         if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
             raise TypeError(f"{name} must hold integer token ids, got dtype {arr.dtype}")
+        if arr.ndim != 1:
+            raise ValueError(f"{name} must be 1-D, got an array of shape {arr.shape}")
     if arr.size:
         lo, hi = int(arr.min()), int(arr.max())
         if lo < 0:

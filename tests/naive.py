@@ -1,0 +1,60 @@
+"""Slow, obviously correct references for the index kernels: brute-force scans over Python lists."""
+
+
+def occurrence_ends(stream, pattern, limit=None):
+    """End positions of every occurrence of ``pattern`` in ``stream[:limit]``."""
+    n = len(stream) if limit is None else limit
+    m = len(pattern)
+    return [e for e in range(m - 1, n) if stream[e - m + 1: e + 1] == pattern]
+
+
+def longest_match(stream):
+    """(length, most recent earlier end, first end) of the longest suffix that also occurs earlier."""
+    n = len(stream)
+    for length in range(n - 1, 0, -1):
+        ends = [e for e in occurrence_ends(stream, stream[n - length:]) if e < n - 1]
+        if ends:
+            return length, max(ends), min(ends)
+    return 0, -1, -1
+
+
+def continuations(stream, length):
+    """{token: (count, latest position)} of the tokens that followed the suffix of ``length`` tokens."""
+    n = len(stream)
+    out = {}
+    for e in occurrence_ends(stream, stream[n - length:]) if length else range(-1, n - 1):
+        if e + 1 < n:
+            count, _ = out.get(stream[e + 1], (0, -1))
+            out[stream[e + 1]] = (count + 1, e + 1)
+    return out
+
+
+def ranked_continuations(stream, length):
+    """``continuations`` ordered as the index orders them: count, then recency, descending."""
+    items = continuations(stream, length)
+    return sorted(((tok, c, pos) for tok, (c, pos) in items.items()), key=lambda t: (-t[1], -t[2]))
+
+
+def stream_match(doc, live):
+    """(length, last end, first end) of the longest suffix of ``live`` occurring in ``doc``."""
+    for length in range(len(live), 0, -1):
+        ends = occurrence_ends(doc, live[len(live) - length:])
+        if ends:
+            return length, max(ends), min(ends)
+    return 0, -1, -1
+
+
+def incremental_stream_match(docs_and_feeds):
+    """The streaming rule when the reference grows between feeds: after each token the match is the
+    longest suffix of at most (previous length + 1) tokens that occurs in the reference as it is then.
+    ``docs_and_feeds`` is a list of (reference, tokens fed while it was the reference)."""
+    live, length, doc = [], 0, []
+    for doc, feed in docs_and_feeds:
+        for tok in feed:
+            live.append(tok)
+            length = next((n for n in range(min(length + 1, len(live)), 0, -1)
+                           if occurrence_ends(doc, live[len(live) - n:])), 0)
+    if not length:
+        return 0, -1, -1
+    ends = occurrence_ends(doc, live[len(live) - length:])
+    return length, max(ends), min(ends)
