@@ -16,49 +16,42 @@ Before the refresh, the kernel records the answer to "longest suffix that also o
 ``v = link(cur)``, its length, and its most recent and first earlier end positions.
 """
 
-import numpy as np
 from numba import njit
 
 from .layout import (
-    COUNT, EDGE_DST, EDGE_NEXT, EDGE_TOKEN, FIRST, HEAD, LAST, LEN, LINK, MATCH_FIRST, MATCH_LEN,
-    MATCH_RECENT, MATCH_STATE, N_EDGES, N_STATES, N_TOKENS, NODE_FIELDS, RECENT, ROOT,
+    COUNT, EDGE_DST, EDGE_NEXT, EDGES_NEEDED, FIRST, HEAD, LAST, LEN, LINK, MATCH_FIRST,
+    MATCH_LEN, MATCH_RECENT, MATCH_STATE, MAX_TABLE_LOAD, N_EDGES, N_STATES, N_TOKENS, RECENT, ROOT,
 )
-from .transitions import add_edge, find_edge
+from .transitions import add_edge, edge_token, edges_needed, find_edge
 
 
 @njit(cache=True)
 def _new_state(nodes, n_states, length, link, first, recent, count):
-    """Write state ``n_states``; returns the (possibly doubled) node array."""
-    if n_states == nodes.shape[0]:
-        grown = np.empty((max(16, 2 * nodes.shape[0]), NODE_FIELDS), dtype=np.int32)
-        grown[:n_states] = nodes[:n_states]
-        nodes = grown
     nodes[n_states, LEN] = length
     nodes[n_states, LINK] = link
     nodes[n_states, FIRST] = first
     nodes[n_states, RECENT] = recent
     nodes[n_states, COUNT] = count
     nodes[n_states, HEAD] = -1
-    return nodes
 
 
 @njit(cache=True)
 def _append_one(tokens, nodes, edges, table, meta, c, depth):
-    """Append token ``c`` at position ``n = meta[N_TOKENS]`` (``tokens`` already has room)."""
+    """Append token ``c`` at position ``n = meta[N_TOKENS]``; every array already has room."""
     n = meta[N_TOKENS]
     tokens[n] = c
     last = meta[LAST]
     cur = meta[N_STATES]
-    nodes = _new_state(nodes, cur, nodes[last, LEN] + 1, ROOT, n, n, 1)
+    _new_state(nodes, cur, nodes[last, LEN] + 1, ROOT, n, n, 1)
     n_states = cur + 1
     n_edges = meta[N_EDGES]
     p = last
     e = -1
     while p != -1:  # every suffix state without a c-transition now leads to cur
-        e = find_edge(edges, table, p, c)
+        e = find_edge(nodes, edges, table, tokens, p, c)
         if e >= 0:
             break
-        edges, table = add_edge(nodes, edges, table, n_edges, p, c, cur)
+        add_edge(nodes, edges, table, n_edges, p, c, cur)
         n_edges += 1
         p = nodes[p, LINK]
     if p != -1:
@@ -67,17 +60,17 @@ def _append_one(tokens, nodes, edges, table, meta, c, depth):
             nodes[cur, LINK] = q
         else:  # split q: the clone keeps the shorter strings, whose end positions gain n
             clone = n_states
-            nodes = _new_state(nodes, clone, nodes[p, LEN] + 1, nodes[q, LINK], nodes[q, FIRST],
+            _new_state(nodes, clone, nodes[p, LEN] + 1, nodes[q, LINK], nodes[q, FIRST],
                                nodes[q, RECENT], nodes[q, COUNT])
             n_states += 1
             f = nodes[q, HEAD]
             while f != -1:
-                edges, table = add_edge(nodes, edges, table, n_edges, clone, edges[f, EDGE_TOKEN],
+                add_edge(nodes, edges, table, n_edges, clone, edge_token(nodes, edges, tokens, f),
                                         edges[f, EDGE_DST])
                 n_edges += 1
                 f = edges[f, EDGE_NEXT]
             while p != -1:
-                e = find_edge(edges, table, p, c)
+                e = find_edge(nodes, edges, table, tokens, p, c)
                 if e < 0 or edges[e, EDGE_DST] != q:
                     break
                 edges[e, EDGE_DST] = clone
@@ -100,22 +93,24 @@ def _append_one(tokens, nodes, edges, table, meta, c, depth):
     meta[N_STATES] = n_states
     meta[N_EDGES] = n_edges
     meta[LAST] = cur
-    return nodes, edges, table
 
 
 @njit(cache=True)
 def extend_automaton(tokens, nodes, edges, table, meta, new_tokens, depth):
-    """Append ``new_tokens`` (int32, validated by the caller) and return ``(tokens, nodes, edges, table)``,
-    each grown by doubling as needed. ``meta`` is updated in place and ends with the longest-match answer
-    for the whole stream."""
-    need = meta[N_TOKENS] + new_tokens.shape[0]
-    if need > tokens.shape[0]:
-        size = max(16, tokens.shape[0])
-        while size < need:
-            size *= 2
-        grown = np.empty(size, dtype=np.int32)
-        grown[: meta[N_TOKENS]] = tokens[: meta[N_TOKENS]]
-        tokens = grown
+    """Append ``new_tokens`` (int32, validated by the caller) in place and return how many were appended.
+
+    Stops early, before a token that would not fit, so that the caller can grow the arrays by doubling and
+    call again with the rest (``meta[EDGES_NEEDED]`` says how many edge rows that token needs). Allocating
+    nothing here keeps the per-call cost at the dispatch of plain arrays.
+    """
     for i in range(new_tokens.shape[0]):
-        nodes, edges, table = _append_one(tokens, nodes, edges, table, meta, new_tokens[i], depth)
-    return tokens, nodes, edges, table
+        c = new_tokens[i]
+        n_edges = meta[N_EDGES]
+        need = edges_needed(nodes, edges, table, tokens, meta[LAST], c)
+        no_room = (meta[N_TOKENS] >= tokens.shape[0] or meta[N_STATES] + 2 > nodes.shape[0]
+                   or n_edges + need > edges.shape[0] or n_edges + need > MAX_TABLE_LOAD * table.shape[0])
+        if no_room:
+            meta[EDGES_NEEDED] = need
+            return i
+        _append_one(tokens, nodes, edges, table, meta, c, depth)
+    return new_tokens.shape[0]

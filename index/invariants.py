@@ -12,7 +12,7 @@ class IndexInvariantError(ValueError):
 
 
 @njit(cache=True)
-def _edge_faults(nodes, edges, table, n_edges):
+def _edge_faults(nodes, edges, table, tokens, n_edges):
     """Number of edges the hash table or the per-state chains fail to reach exactly once."""
     faults = 0
     seen = np.zeros(n_edges, dtype=np.int32)
@@ -24,17 +24,18 @@ def _edge_faults(nodes, edges, table, n_edges):
             seen[f] = 1
             f = edges[f, L.EDGE_NEXT]
     for e in range(n_edges):
-        if seen[e] == 0 or find_edge(edges, table, edges[e, L.EDGE_SRC], edges[e, L.EDGE_TOKEN]) != e:
+        token = tokens[nodes[edges[e, L.EDGE_DST], L.FIRST]]
+        if seen[e] == 0 or find_edge(nodes, edges, table, tokens, edges[e, L.EDGE_SRC], token) != e:
             faults += 1
     return faults
 
 
 @njit(cache=True)
-def _walk(edges, table, tokens, start, stop):
+def _walk(nodes, edges, table, tokens, start, stop):
     """State reached from the root by the tokens ``tokens[start:stop]`` (-1 if a transition is missing)."""
     v = 0
     for i in range(start, stop):
-        e = find_edge(edges, table, v, tokens[i])
+        e = find_edge(nodes, edges, table, tokens, v, tokens[i])
         if e < 0:
             return -1
         v = edges[e, L.EDGE_DST]
@@ -60,11 +61,11 @@ def check_index(index, sample=256):
     first, recent, count = rest[:, L.FIRST], rest[:, L.RECENT], rest[:, L.COUNT]
     _require(np.all((length <= first + 1) & (first <= recent) & (recent < n)), "first <= recent < n")
     _require(np.all(count >= 1), "every state occurs")
-    src, tok, dst = edges[:, L.EDGE_SRC], edges[:, L.EDGE_TOKEN], edges[:, L.EDGE_DST]
+    src, dst = edges[:, L.EDGE_SRC], edges[:, L.EDGE_DST]
     _require(np.all((src >= 0) & (src < ns) & (dst > 0) & (dst < ns)), "edges join states")
     _require(np.all(nodes[dst, L.LEN] >= nodes[src, L.LEN] + 1), "a transition adds a token")
-    _require(np.all(tokens[nodes[dst, L.FIRST]] == tok), "a transition's token ends its target's strings")
-    _require(_edge_faults(index._nodes[:ns], index._edges, index._table, ne) == 0, "edges findable once")
+    _require(_edge_faults(index._nodes[:ns], index._edges, index._table, index._tokens, ne) == 0,
+             "every edge is findable, once, by its (source, token)")
     last = int(meta[L.LAST])
     _require(nodes[last, L.LEN] == n, "the last state spells the whole stream")
     if n:
@@ -73,5 +74,5 @@ def check_index(index, sample=256):
                  "the recorded match is the suffix link of the last state")
     for v in np.unique(np.linspace(1, ns - 1, num=min(sample, ns - 1), dtype=np.int64)) if ns > 1 else ():
         end, ln = int(nodes[v, L.FIRST]), int(nodes[v, L.LEN])
-        _require(_walk(index._edges, index._table, tokens, end - ln + 1, end + 1) == v,
+        _require(_walk(index._nodes, index._edges, index._table, index._tokens, end - ln + 1, end + 1) == v,
                  f"state {v} is reached by its longest string")

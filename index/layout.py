@@ -9,7 +9,9 @@ saved as-is to ``.npz``:
 ``nodes`` int32[capacity, NODE_FIELDS]
     One row per state. State 0 is the root (the empty string).
 ``edges`` int32[capacity, EDGE_FIELDS]
-    One row per transition, chained per source state through ``EDGE_NEXT``.
+    One row per transition, chained per source state through ``EDGE_NEXT``. Its token is not stored: every
+    string of the target ends with it, so it is ``tokens[nodes[dst, FIRST]]`` (a quarter less memory).
+    ``(src, token)`` pairs are unique.
 ``table`` int32[power of two]
     Open-addressing hash table (linear probing) from ``(source, token)`` to an edge row; -1 is empty.
 ``meta`` int64[META_FIELDS]
@@ -27,10 +29,9 @@ NODE_FIELDS = 6
 
 # edges columns
 EDGE_SRC = 0
-EDGE_TOKEN = 1
-EDGE_DST = 2
-EDGE_NEXT = 3
-EDGE_FIELDS = 4
+EDGE_DST = 1
+EDGE_NEXT = 2
+EDGE_FIELDS = 3
 
 # meta entries
 N_TOKENS = 0
@@ -41,7 +42,10 @@ MATCH_LEN = 4  # length of the longest suffix that also occurs earlier
 MATCH_RECENT = 5  # end of its most recent earlier occurrence, -1 without a match
 MATCH_FIRST = 6  # end of its first occurrence, -1 without a match
 MATCH_STATE = 7  # the state of that suffix (0, the root, without a match)
-META_FIELDS = 8
+EDGES_NEEDED = 8  # set by the kernel when it stops for room: edge rows the next token needs
+META_FIELDS = 9
+
+MAX_TABLE_LOAD = 0.75  # the transition table grows (doubles) before it is fuller than this
 
 ROOT = 0
 NO_POSITION = -1

@@ -31,7 +31,7 @@ class SuffixMatcher:
         arr = as_token_array(tokens, self.index.vocab_size)
         if arr.size:
             ix = self.index
-            feed_matcher(ix._nodes, ix._edges, ix._table, self._cursor, arr)
+            feed_matcher(ix._nodes, ix._edges, ix._table, ix._tokens, self._cursor, arr)
 
     @property
     def state(self):

@@ -3,12 +3,12 @@
 import numpy as np
 from numba import njit
 
-from .layout import COUNT, EDGE_DST, EDGE_NEXT, EDGE_TOKEN, HEAD, LEN, LINK, RECENT, ROOT
-from .transitions import find_edge
+from .layout import COUNT, EDGE_DST, EDGE_NEXT, HEAD, LEN, LINK, RECENT, ROOT
+from .transitions import edge_token, find_edge
 
 
 @njit(cache=True)
-def top_continuations(nodes, edges, state, limit):
+def top_continuations(nodes, edges, tokens, state, limit):
     """The distinct tokens that followed the strings of ``state``, most frequent first.
 
     Returns ``(tokens, counts, ends)``, at most ``limit`` each: ``counts[i]`` occurrences of the state's
@@ -31,7 +31,7 @@ def top_continuations(nodes, edges, state, limit):
     f = nodes[state, HEAD]
     while f != -1:
         dst = edges[f, EDGE_DST]
-        toks[i] = edges[f, EDGE_TOKEN]
+        toks[i] = edge_token(nodes, edges, tokens, f)
         counts[i] = nodes[dst, COUNT]
         ends[i] = nodes[dst, RECENT]
         keys[i] = -(np.int64(counts[i]) << np.int64(32)) - np.int64(ends[i])  # ascending = best first
@@ -42,7 +42,7 @@ def top_continuations(nodes, edges, state, limit):
 
 
 @njit(cache=True)
-def feed_matcher(nodes, edges, table, cursor, stream):
+def feed_matcher(nodes, edges, table, tokens, cursor, stream):
     """Advance a streaming match over ``stream`` tokens; ``cursor = [state, length]`` is updated in place.
 
     Invariant after every token: the last ``length`` tokens seen occur in the indexed stream, no longer
@@ -57,7 +57,7 @@ def feed_matcher(nodes, edges, table, cursor, stream):
     for i in range(stream.shape[0]):
         c = stream[i]
         while True:
-            e = find_edge(edges, table, v, c)
+            e = find_edge(nodes, edges, table, tokens, v, c)
             if e >= 0:
                 v = edges[e, EDGE_DST]
                 length += 1

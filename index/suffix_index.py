@@ -58,18 +58,41 @@ class SuffixIndex:
         self._meta = np.zeros(L.META_FIELDS, dtype=np.int64)
         self._meta[L.N_STATES] = 1
         self._meta[L.MATCH_RECENT] = self._meta[L.MATCH_FIRST] = -1
+        self._one = np.empty(1, dtype=np.int32)
         if tokens is not None:
             self.extend(tokens)
 
     # -- building -------------------------------------------------------------------------------------
     def extend(self, tokens):
         """Append one token id or a 1-D sequence of them."""
-        arr = as_token_array(tokens, self.vocab_size)
-        if arr.size and int(self._meta[L.N_TOKENS]) + arr.size > L_MAX_TOKENS:
-            raise ValueError(f"tokens would grow the index past {L_MAX_TOKENS} tokens")
-        if arr.size:
-            self._tokens, self._nodes, self._edges, self._table = extend_automaton(
-                self._tokens, self._nodes, self._edges, self._table, self._meta, arr, self.recency_depth)
+        if type(tokens) is int and 0 <= tokens < self.vocab_size:  # the per-step fast path
+            self._one[0] = tokens
+            arr = self._one
+        else:
+            arr = as_token_array(tokens, self.vocab_size)
+            if int(self._meta[L.N_TOKENS]) + arr.size > L_MAX_TOKENS:
+                raise ValueError(f"tokens would grow the index past {L_MAX_TOKENS} tokens")
+        done = 0
+        while done < arr.size:
+            rest = arr[done:] if done else arr
+            done += extend_automaton(self._tokens, self._nodes, self._edges, self._table, self._meta, rest,
+                                     self.recency_depth)
+            if done < arr.size:
+                self._make_room(arr.size - done)
+
+    def _make_room(self, pending):
+        """Double whichever arrays cannot take the next token (``pending`` tokens are still to come)."""
+        m = self._meta
+        n_tokens, n_states, n_edges = int(m[L.N_TOKENS]), int(m[L.N_STATES]), int(m[L.N_EDGES])
+        self._tokens = _doubled(self._tokens, n_tokens, n_tokens + pending)
+        self._nodes = _doubled(self._nodes, n_states, n_states + 2)
+        edges_after = n_edges + int(m[L.EDGES_NEEDED])
+        self._edges = _doubled(self._edges, n_edges, edges_after)
+        size = self._table.shape[0]
+        while edges_after > L.MAX_TABLE_LOAD * size:
+            size *= 2
+        if size != self._table.shape[0]:
+            self._table = rebuild_table(self._nodes, self._edges, self._tokens, n_edges, size)
 
     # -- reading --------------------------------------------------------------------------------------
     def __len__(self):
@@ -118,7 +141,7 @@ class SuffixIndex:
             state = int(self._meta[L.MATCH_STATE])
         elif not 0 <= int(state) < self.num_states:
             raise ValueError(f"state must be in [0, {self.num_states}), got {state}")
-        return Continuations(*top_continuations(self._nodes, self._edges, int(state), limit))
+        return Continuations(*top_continuations(self._nodes, self._edges, self._tokens, int(state), limit))
 
     def state_length(self, state):
         return int(self._nodes[state, L.LEN])
@@ -164,13 +187,25 @@ class SuffixIndex:
         self._edges = np.ascontiguousarray(edges, dtype=np.int32)
         self._meta = np.array(meta, dtype=np.int64)
         size = 32
-        while size < 2 * max(1, len(edges)):
+        while len(edges) > L.MAX_TABLE_LOAD * size:
             size *= 2
-        self._table = rebuild_table(self._edges, len(edges), size)
+        self._table = rebuild_table(self._nodes, self._edges, self._tokens, len(edges), size)
 
     def __repr__(self):
         return (f"SuffixIndex(tokens={len(self)}, states={self.num_states}, edges={self.num_edges}, "
                 f"vocab_size={self.vocab_size})")
 
 
-L_MAX_TOKENS = 2**30  # states (< 2n) and edges (< 3n) must fit in int32
+L_MAX_TOKENS = 2**29  # states (< 2n) and edges (< 3n) must fit in int32
+
+
+def _doubled(arr, used, need):
+    """``arr`` itself if it holds ``need`` rows, else a copy of its ``used`` rows in a doubled array."""
+    if need <= arr.shape[0]:
+        return arr
+    size = max(16, arr.shape[0])
+    while size < need:
+        size *= 2
+    grown = np.empty((size,) + arr.shape[1:], dtype=arr.dtype)
+    grown[:used] = arr[:used]
+    return grown

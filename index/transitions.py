@@ -1,18 +1,19 @@
 """Numba kernels for the transition store: edge rows chained per state, found through a hash table.
 
 A suffix automaton over a 262k (or 2^31) vocabulary cannot hold dense transition rows, so transitions are
-edge rows ``(src, token, dst, next)``: ``next`` chains the edges of one state (enumeration, cloning) and an
+edge rows ``(src, dst, next)`` labelled by ``edge_token``: ``next`` chains the edges of one state (enumeration, cloning) and an
 open-addressing table maps ``(src, token)`` to the row (O(1) lookup). Edges are never deleted; a clone
 redirects ``dst`` in place.
 
 Invariant: every edge row ``e < n_edges`` is reachable from ``table`` at the probe sequence of
-``(edges[e, SRC], edges[e, TOKEN])`` and the table is at most half full.
+``(edges[e, SRC], edge_token(e))`` and the table is at most ``MAX_TABLE_LOAD`` full. The kernels never
+allocate: the caller makes room (see ``edges_needed``) and grows the arrays by doubling.
 """
 
 import numpy as np
 from numba import njit
 
-from .layout import EDGE_DST, EDGE_FIELDS, EDGE_NEXT, EDGE_SRC, EDGE_TOKEN, HEAD
+from .layout import EDGE_DST, EDGE_NEXT, EDGE_SRC, FIRST, HEAD, LEN, LINK
 
 
 @njit(cache=True, inline="always")
@@ -27,11 +28,18 @@ def slot_of(src, token, mask):
     return np.int64(key & np.uint64(mask))
 
 
+@njit(cache=True, inline="always")
+def edge_token(nodes, edges, tokens, e):
+    """The label of edge ``e``: the last token of every string of its target."""
+    return tokens[nodes[edges[e, EDGE_DST], FIRST]]
+
+
 @njit(cache=True)
-def find_edge(edges, table, src, token):
+def find_edge(nodes, edges, table, tokens, src, token):
     """Row of the edge ``src --token-->``, or -1.
 
-    >>> # edges = [[0, 7, 1, -1]], table holds row 0 at slot_of(0, 7): find_edge(..., 0, 7) == 0
+    Example: stream ``[7]``: the root (0) has one edge, row 0 = ``[0, 1, -1]`` to state 1, whose first
+    occurrence ends at 0 and ``tokens[0] == 7``; so ``find_edge(.., 0, 7) == 0`` and ``find_edge(.., 0, 8) == -1``.
     """
     mask = table.shape[0] - 1
     i = slot_of(src, token, mask)
@@ -39,43 +47,58 @@ def find_edge(edges, table, src, token):
         e = table[i]
         if e < 0:
             return -1
-        if edges[e, EDGE_SRC] == src and edges[e, EDGE_TOKEN] == token:
+        if edges[e, EDGE_SRC] == src and edge_token(nodes, edges, tokens, e) == token:
             return e
         i = (i + 1) & mask
 
 
 @njit(cache=True)
-def _insert_slot(edges, table, e):
+def _insert_slot(table, src, token, e):
     mask = table.shape[0] - 1
-    i = slot_of(edges[e, EDGE_SRC], edges[e, EDGE_TOKEN], mask)
+    i = slot_of(src, token, mask)
     while table[i] >= 0:
         i = (i + 1) & mask
     table[i] = e
 
 
 @njit(cache=True)
-def rebuild_table(edges, n_edges, size):
+def rebuild_table(nodes, edges, tokens, n_edges, size):
     """A fresh table of ``size`` slots (a power of two) holding edge rows ``0 .. n_edges-1``."""
     table = np.full(size, -1, dtype=np.int32)
     for e in range(n_edges):
-        _insert_slot(edges, table, e)
+        _insert_slot(table, edges[e, EDGE_SRC], edge_token(nodes, edges, tokens, e), e)
     return table
 
 
 @njit(cache=True)
 def add_edge(nodes, edges, table, n_edges, src, token, dst):
-    """Append edge ``src --token--> dst`` as row ``n_edges``; returns ``(edges, table)``, grown by doubling
-    when full (the table is kept at most half full)."""
-    if n_edges == edges.shape[0]:
-        grown = np.empty((max(16, 2 * edges.shape[0]), EDGE_FIELDS), dtype=np.int32)
-        grown[:n_edges] = edges[:n_edges]
-        edges = grown
-    if 2 * (n_edges + 1) > table.shape[0]:
-        table = rebuild_table(edges, n_edges, 2 * table.shape[0])
+    """Write edge ``src --token--> dst`` as row ``n_edges`` (the caller made room) and chain it to ``src``.
+    ``token`` must be the last token of ``dst``'s strings."""
     edges[n_edges, EDGE_SRC] = src
-    edges[n_edges, EDGE_TOKEN] = token
     edges[n_edges, EDGE_DST] = dst
     edges[n_edges, EDGE_NEXT] = nodes[src, HEAD]
     nodes[src, HEAD] = n_edges
-    _insert_slot(edges, table, n_edges)
-    return edges, table
+    _insert_slot(table, src, token, n_edges)
+
+
+@njit(cache=True)
+def edges_needed(nodes, edges, table, tokens, last, c):
+    """An upper bound (exact or one over) on the edge rows that appending ``c`` after state ``last`` writes:
+    one per suffix state without a c-transition, plus a copy of every transition of the state that gets
+    split, if any; that state may be one of the walked ones and so gain one transition before the copy."""
+    need = 0
+    p = last
+    while p != -1:
+        e = find_edge(nodes, edges, table, tokens, p, c)
+        if e >= 0:
+            q = edges[e, EDGE_DST]
+            if nodes[p, LEN] + 1 != nodes[q, LEN]:
+                need += 1
+                f = nodes[q, HEAD]
+                while f != -1:
+                    need += 1
+                    f = edges[f, EDGE_NEXT]
+            return need
+        need += 1
+        p = nodes[p, LINK]
+    return need
