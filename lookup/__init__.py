@@ -1,0 +1,6 @@
+"""Drafting policy on top of ``draftless.index`` (numpy only): which occurrence, how many tokens."""
+
+from .config import DraftConfig
+from .proposer import Proposer, SuffixProposer
+
+__all__ = ["DraftConfig", "Proposer", "SuffixProposer"]

@@ -1,0 +1,117 @@
+"""Turn ``generate``'s arguments into a plan, resolved exactly as ``model.generate`` resolves them.
+
+transformers' own (private) helpers do the resolving -- the generation config merge, special tokens, the
+max/min length rules and the logits-processor list -- so a draftless run follows the same rules as the
+model's own ``generate``; what draftless cannot do yet is refused here with a ``ValueError``.
+"""
+
+import inspect
+from dataclasses import dataclass
+
+import torch
+from transformers import LogitsProcessorList, StoppingCriteriaList
+
+from .stop_strings import StopStringMatcher
+
+_UNSUPPORTED = {
+    "num_beams": (1, "beam search"),
+    "num_return_sequences": (1, "several sequences per prompt"),
+    "do_sample": (False, "sampling"),
+    "output_attentions": (False, "output_attentions"),
+    "output_hidden_states": (False, "output_hidden_states"),
+}
+
+
+class UnsupportedGeneration(ValueError):
+    """A generation mode draftless does not serve (yet); ``enable`` hands such calls to transformers."""
+
+
+@dataclass
+class GenerationPlan:
+    input_ids: torch.Tensor  # (1, prompt_len) long
+    attention_mask: torch.Tensor | None  # None when it is all ones
+    max_length: int  # prompt + new tokens, never exceeded
+    eos_token_ids: frozenset
+    processors: LogitsProcessorList
+    stopping_criteria: StoppingCriteriaList  # the caller's own, checked after every token
+    stop_strings: StopStringMatcher | None
+    streamer: object
+    return_dict: bool
+    output_scores: bool
+    output_logits: bool
+    cache: object  # a caller's Cache or None
+    cache_arg: str  # the model's forward keyword for the cache
+
+
+def _cache_keyword(model):
+    params = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def plan_generation(model, input_ids, attention_mask, generation_config, logits_processor, stopping_criteria,
+                    streamer, kwargs):
+    if not isinstance(input_ids, torch.Tensor) or input_ids.dtype not in (torch.long, torch.int):
+        raise TypeError("input_ids must be an integer torch.Tensor of shape (1, prompt_length)")
+    if input_ids.ndim == 1:
+        input_ids = input_ids[None]
+    if input_ids.ndim != 2 or input_ids.shape[1] == 0:
+        raise ValueError(f"input_ids must have shape (1, prompt_length), got {tuple(input_ids.shape)}")
+    if input_ids.shape[0] != 1:
+        raise UnsupportedGeneration(f"input_ids has batch size {input_ids.shape[0]}; draftless generates one sequence at a "
+                         "time for now (call it per prompt)")
+    input_ids = input_ids.to(model.device, torch.long)
+    tokenizer = kwargs.pop("tokenizer", None)
+    cache = kwargs.pop("cache", None)
+    if cache is None:
+        cache = kwargs.pop("past_key_values", None)
+    for name in ("assistant_model", "prefix_allowed_tokens_fn", "negative_prompt_ids", "custom_generate",
+                 "synced_gpus", "inputs_embeds"):
+        if kwargs.get(name) is not None:
+            raise UnsupportedGeneration(f"{name} is not supported by draftless")
+        kwargs.pop(name, None)
+    has_default_max_length = (kwargs.get("max_length") is None
+                              and (generation_config is None or generation_config.max_length is None)
+                              and model.generation_config.max_length is None)
+    has_default_min_length = (kwargs.get("min_length") is None
+                              and (generation_config is None or generation_config.min_length is None)
+                              and model.generation_config.min_length is None)
+    config, model_kwargs = model._prepare_generation_config(generation_config, **kwargs)
+    for name, (allowed, what) in _UNSUPPORTED.items():
+        if getattr(config, name, allowed) not in (allowed, None):
+            raise UnsupportedGeneration(f"{what} ({name}={getattr(config, name)!r}) is not supported by draftless yet")
+    if config.use_cache is False:
+        raise ValueError("draftless needs the KV cache (use_cache=False)")
+    if config.prompt_lookup_num_tokens is not None:
+        raise UnsupportedGeneration("prompt_lookup_num_tokens selects transformers' own prompt lookup; draftless replaces it")
+    extra = set(model_kwargs) - {"attention_mask", "use_cache", "logits_to_keep"}
+    if extra:
+        raise ValueError(f"unsupported generate arguments: {sorted(extra)}")
+    if attention_mask is None:
+        attention_mask = model_kwargs.get("attention_mask")
+    model._prepare_special_tokens(config, attention_mask is not None, device=model.device)
+    if attention_mask is None:  # as generate does: pad tokens in the prompt are masked out
+        attention_mask = model._prepare_attention_mask_for_generation(input_ids, config, {})
+    attention_mask = attention_mask.to(model.device)
+    if attention_mask.shape != input_ids.shape:
+        raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}, input_ids "
+                         f"{tuple(input_ids.shape)}")
+    if bool((attention_mask == 1).all()):
+        attention_mask = None  # generate drops an all-ones mask too
+    config = model._prepare_generated_length(config, has_default_max_length, has_default_min_length,
+                                             "input_ids", input_ids.shape[1], input_ids)
+    model._validate_generated_length(config, input_ids.shape[1], has_default_max_length)
+    processors = model._get_logits_processor(
+        generation_config=config, input_ids_seq_length=input_ids.shape[1], encoder_input_ids=input_ids,
+        logits_processor=logits_processor if logits_processor is not None else LogitsProcessorList(),
+        device=model.device, model_kwargs={"attention_mask": attention_mask})
+    eos = config._eos_token_tensor
+    eos_ids = frozenset() if eos is None else frozenset(int(t) for t in eos.flatten().tolist())
+    stop_strings = config.stop_strings
+    return GenerationPlan(
+        input_ids=input_ids, attention_mask=attention_mask, max_length=int(config.max_length),
+        eos_token_ids=eos_ids, processors=processors,
+        stopping_criteria=stopping_criteria if stopping_criteria is not None else StoppingCriteriaList(),
+        stop_strings=StopStringMatcher(stop_strings, tokenizer) if stop_strings else None,
+        streamer=streamer, return_dict=bool(config.return_dict_in_generate),
+        output_scores=bool(config.output_scores), output_logits=bool(config.output_logits),
+        cache=cache, cache_arg=_cache_keyword(model))

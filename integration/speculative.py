@@ -1,0 +1,143 @@
+"""``SpeculativeGenerator``: greedy generation that drafts from the suffix index and verifies in one pass.
+
+One step reads as propose -> verify -> accept -> update:
+
+    draft = proposer.propose(budget)                     # lookup/, reads index/
+    logits = verifier.forward(last, draft)               # one target pass over [last] + draft
+    n, tokens, _ = greedy_accept(logits, draft, ...)     # longest matching prefix + the bonus token
+    verifier.rollback(len(draft) - n); proposer.update(tokens)
+
+The output equals ``model.generate(do_sample=False)`` token for token.
+"""
+
+import logging
+import time
+
+import numpy as np
+import torch
+from transformers.generation.utils import GenerateDecoderOnlyOutput
+
+from draftless.lookup import DraftConfig, SuffixProposer
+
+from .acceptance import greedy_accept
+from .generation_plan import plan_generation
+from .stats import StatsRecorder
+from .verifier import Verifier
+
+logger = logging.getLogger(__name__)
+
+
+class SpeculativeGenerator:
+    """Drop-in ``generate`` for one decoder-only model.
+
+    ``config`` is a ``DraftConfig`` for the default suffix proposer; ``proposer`` replaces that proposer
+    with any object that has ``reset``/``propose``/``update`` (see ``draftless.lookup.Proposer``).
+    ``last_stats`` holds the ``GenerationStats`` of the latest call.
+    """
+
+    def __init__(self, model, tokenizer=None, config=None, proposer=None):
+        if not hasattr(model, "forward") or not hasattr(model, "generation_config"):
+            raise TypeError("model must be a transformers causal language model")
+        if config is not None and not isinstance(config, DraftConfig):
+            raise TypeError(f"config must be a DraftConfig, got {type(config).__name__}")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.config = config if config is not None else DraftConfig()
+        self.proposer = proposer if proposer is not None else SuffixProposer(self.config)
+        self.last_stats = None
+
+    @torch.no_grad()
+    def generate(self, input_ids=None, attention_mask=None, generation_config=None, logits_processor=None,
+                 stopping_criteria=None, streamer=None, **kwargs):
+        if input_ids is None:
+            input_ids = kwargs.pop("inputs", None)
+        if input_ids is None:
+            raise ValueError("input_ids is required")
+        if self.tokenizer is not None:
+            kwargs.setdefault("tokenizer", self.tokenizer)
+        t_start = time.perf_counter()
+        plan = plan_generation(self.model, input_ids, attention_mask, generation_config, logits_processor,
+                               stopping_criteria, streamer, kwargs)
+        ids = plan.input_ids
+        prompt_len = ids.shape[1]
+        max_draft = max(0, plan.max_length - prompt_len - 1)
+        verifier = Verifier(self.model, plan, plan.max_length + max_draft)
+        rec = StatsRecorder()
+        scores, raw = [], []
+        if plan.streamer is not None:
+            plan.streamer.put(ids.cpu())
+
+        t0 = time.perf_counter()
+        logits = verifier.prefill(ids)
+        _, tokens, chosen = greedy_accept(logits, ids.new_empty(0), ids, plan.processors)
+        rec.prefill_s = time.perf_counter() - t0
+        ids, done = self._append(plan, ids, tokens, chosen, logits, scores, raw)
+        self.proposer.reset(ids[0].cpu().numpy())
+        while not done:
+            budget = plan.max_length - ids.shape[1]  # tokens still allowed; one is always the bonus
+            t0 = time.perf_counter()
+            draft_np = self.proposer.propose(budget - 1)
+            draft = torch.as_tensor(np.asarray(draft_np, dtype=np.int64), device=ids.device)
+            t1 = time.perf_counter()
+            logits = verifier.forward(ids[0, -1], draft)
+            n, tokens, chosen = greedy_accept(logits, draft, ids, plan.processors)
+            verifier.rollback(draft.shape[0] - n)
+            t2 = time.perf_counter()
+            rec.record_pass(int(draft.shape[0]), n)
+            before = ids.shape[1]
+            ids, done = self._append(plan, ids, tokens, chosen, logits[: n + 1], scores, raw)
+            self.proposer.update(ids[0, before:].cpu().numpy())
+            rec.propose_s += (t1 - t0) + (time.perf_counter() - t2)
+            rec.verify_s += t2 - t1
+        if plan.streamer is not None:
+            plan.streamer.end()
+        self.last_stats = rec.freeze(ids.shape[1] - prompt_len, time.perf_counter() - t_start)
+        if not plan.return_dict:
+            return ids
+        return GenerateDecoderOnlyOutput(
+            sequences=ids, scores=tuple(scores) if plan.output_scores else None,
+            logits=tuple(raw) if plan.output_logits else None, cache=verifier.cache)
+
+    def _append(self, plan, ids, tokens, chosen, logits, scores, raw):
+        """Append ``tokens`` up to the first that ends generation; returns ``(ids, done)``."""
+        start = ids.shape[1]
+        ids = torch.cat([ids, tokens.view(1, -1).to(ids.dtype)], dim=1)
+        stop = _first_stop(plan, ids, start)
+        if stop is not None:
+            ids = ids[:, : stop + 1]
+        kept = ids.shape[1] - start
+        if plan.output_scores:
+            scores.extend(chosen[i: i + 1] for i in range(kept))
+        if plan.output_logits:
+            raw.extend(logits[i: i + 1] for i in range(kept))
+        if plan.streamer is not None and kept:
+            plan.streamer.put(ids[:, start:].cpu())
+        return ids, stop is not None
+
+
+def _first_stop(plan, ids, start):
+    """Index of the first token at or after ``start`` after which ``generate`` would stop, else None."""
+    end = ids.shape[1]
+    candidates = [min(end, plan.max_length) - 1] if end >= plan.max_length else []
+    new = ids[0, start:].tolist()
+    for i, tok in enumerate(new):
+        if tok in plan.eos_token_ids:
+            candidates.append(start + i)
+            break
+    if plan.stop_strings is not None:
+        j = plan.stop_strings.first_stop(ids[0].tolist(), start)
+        if j is not None:
+            candidates.append(j)
+    if len(plan.stopping_criteria):
+        limit = min(candidates) if candidates else end - 1
+        for j in range(start, limit + 1):
+            if bool(plan.stopping_criteria(ids[:, : j + 1], None).any()):
+                candidates.append(j)
+                break
+    return min(candidates) if candidates else None
+
+
+def generate(model, input_ids=None, attention_mask=None, **generate_kwargs):
+    """``model.generate``, greedy, sped up by suffix drafting: same arguments, same return value."""
+    return SpeculativeGenerator(model, generate_kwargs.pop("tokenizer", None)).generate(
+        input_ids, attention_mask=attention_mask, **generate_kwargs)

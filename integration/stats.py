@@ -1,0 +1,75 @@
+"""Statistics of one speculative generation run, returned to the caller (the library never prints)."""
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationStats:
+    """What one ``generate`` call did.
+
+    ``passes`` counts verification forward passes after the prefill; each yields the accepted draft tokens
+    plus one token of the target's own (the bonus). ``accepted_per_position[i]`` is how many passes
+    accepted draft position ``i`` (so position 0 is accepted at most ``passes`` times).
+    ``mean_accepted_length`` counts the bonus token: tokens produced per verification pass.
+    """
+
+    new_tokens: int = 0
+    passes: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    accepted_per_position: tuple = ()
+    prefill_s: float = 0.0
+    propose_s: float = 0.0
+    verify_s: float = 0.0
+    total_s: float = 0.0
+
+    def __post_init__(self):
+        for name in ("new_tokens", "passes", "drafted", "accepted"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.accepted > self.drafted:
+            raise ValueError(f"accepted ({self.accepted}) cannot exceed drafted ({self.drafted})")
+        if sum(self.accepted_per_position) != self.accepted:
+            raise ValueError("accepted_per_position must sum to accepted")
+        if any(a > self.passes for a in self.accepted_per_position):
+            raise ValueError("a draft position cannot be accepted in more passes than there were")
+        for name in ("prefill_s", "propose_s", "verify_s", "total_s"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0")
+
+    @property
+    def mean_accepted_length(self):
+        """Tokens per verification pass, the bonus token included (1.0 means no draft ever helped)."""
+        return (self.accepted + self.passes) / self.passes if self.passes else 0.0
+
+    @property
+    def acceptance_rate(self):
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+
+@dataclass(slots=True)
+class StatsRecorder:
+    """Mutable tally that the loop fills in, frozen into ``GenerationStats`` at the end."""
+
+    passes: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    per_position: list = field(default_factory=list)
+    prefill_s: float = 0.0
+    propose_s: float = 0.0
+    verify_s: float = 0.0
+
+    def record_pass(self, drafted, accepted):
+        self.passes += 1
+        self.drafted += drafted
+        self.accepted += accepted
+        if accepted > len(self.per_position):
+            self.per_position.extend([0] * (accepted - len(self.per_position)))
+        for i in range(accepted):
+            self.per_position[i] += 1
+
+    def freeze(self, new_tokens, total_s):
+        return GenerationStats(new_tokens=new_tokens, passes=self.passes, drafted=self.drafted,
+                               accepted=self.accepted, accepted_per_position=tuple(self.per_position),
+                               prefill_s=self.prefill_s, propose_s=self.propose_s, verify_s=self.verify_s,
+                               total_s=total_s)

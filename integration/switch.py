@@ -1,0 +1,50 @@
+"""``enable(model)``: make a model's own ``generate`` use draftless; ``disable(model)`` restores it."""
+
+import functools
+import logging
+
+from .generation_plan import UnsupportedGeneration as _Unsupported
+from .speculative import SpeculativeGenerator
+
+logger = logging.getLogger(__name__)
+_ATTR = "_draftless_generator"
+
+
+def enable(model, tokenizer=None, config=None):
+    """Route ``model.generate(...)`` through draftless. Calls that draftless cannot serve (sampling, beam
+    search, batches) go to the original ``generate`` unchanged, with a log line saying why."""
+    if getattr(model, _ATTR, None) is not None:
+        return model
+    generator = SpeculativeGenerator(model, tokenizer=tokenizer, config=config)
+    original = model.generate
+
+    @functools.wraps(original)
+    def generate(*args, **kwargs):
+        try:
+            return generator.generate(*args, **kwargs)
+        except _Unsupported as exc:
+            logger.info("draftless: falling back to transformers' generate (%s)", exc)
+            return original(*args, **kwargs)
+
+    object.__setattr__(model, _ATTR, generator)
+    object.__setattr__(model, "generate", generate)
+    return model
+
+
+def disable(model):
+    """Undo ``enable``; a no-op on a model that is not enabled."""
+    if getattr(model, _ATTR, None) is None:
+        return model
+    object.__delattr__(model, "generate")  # the class's own generate shows through again
+    object.__setattr__(model, _ATTR, None)
+    return model
+
+
+def is_enabled(model):
+    return getattr(model, _ATTR, None) is not None
+
+
+def stats(model):
+    """The ``GenerationStats`` of the last draftless call on an enabled model."""
+    generator = getattr(model, _ATTR, None)
+    return None if generator is None else generator.last_stats

@@ -1,0 +1,58 @@
+"""The target model's side of a step: one forward pass over ``[last token] + draft``, and the cache rollback."""
+
+import torch
+
+from . import kv_cache
+
+
+class Verifier:
+    """Runs the target over a request's tokens, keeping its KV cache equal to the accepted prefix.
+
+    ``length`` is the number of positions in the cache. The prompt's attention mask (left padding) is kept
+    and extended with ones; positions follow it as ``generate`` computes them (cumulative sum of the mask).
+    """
+
+    def __init__(self, model, plan, max_positions):
+        self.model = model
+        self.cache_arg = plan.cache_arg
+        self.cache = plan.cache if plan.cache is not None else kv_cache.new_cache(model)
+        kv_cache.check_rollback(self.cache, max_positions)
+        prompt_len = plan.input_ids.shape[1]
+        mask = plan.attention_mask
+        if mask is None:
+            self.positions = torch.arange(prompt_len, device=model.device)[None]
+        else:
+            self.positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
+        self.mask = mask
+        self.length = 0
+
+    def _run(self, ids, logits_to_keep):
+        q = ids.shape[1]
+        start = self.length
+        have = self.positions.shape[1]
+        if start + q > have:  # new tokens: one position further each
+            extra = self.positions[:, -1:] + torch.arange(1, start + q - have + 1, device=ids.device)[None]
+            self.positions = torch.cat([self.positions, extra], dim=1)
+            if self.mask is not None:
+                self.mask = torch.cat([self.mask, self.mask.new_ones((1, start + q - have))], dim=1)
+        kwargs = {self.cache_arg: self.cache}
+        out = self.model(input_ids=ids, position_ids=self.positions[:, start:start + q],
+                         attention_mask=None if self.mask is None else self.mask[:, :start + q],
+                         use_cache=True, logits_to_keep=logits_to_keep, **kwargs)
+        self.length = start + q
+        return out.logits[0].to(dtype=torch.float32)
+
+    def prefill(self, prompt_ids):
+        """Logits (1, vocab) after the prompt, computed as ``generate`` does (last position only)."""
+        logits = self._run(prompt_ids, 1)
+        kv_cache.start_recording(self.cache)
+        return logits
+
+    def forward(self, last_token, draft):
+        """Logits (1 + len(draft), vocab): row i scores the token after ``[last_token] + draft[:i]``."""
+        ids = torch.cat([last_token.view(1, 1), draft.view(1, -1)], dim=1)
+        return self._run(ids, ids.shape[1])
+
+    def rollback(self, rejected):
+        kv_cache.rollback(self.cache, rejected)
+        self.length -= int(rejected)

@@ -1,0 +1,31 @@
+"""Configuration of the drafting policy."""
+
+from dataclasses import dataclass
+
+OCCURRENCES = ("recent", "first", "frequent")
+
+
+@dataclass(frozen=True, slots=True)
+class DraftConfig:
+    """How the suffix proposer drafts.
+
+    ``min_match``: the shortest matched suffix (tokens) worth drafting from; below it the step is a plain
+    decode step. ``max_draft``: the most tokens one draft may hold. ``occurrence``: which earlier
+    occurrence of the matched suffix supplies the continuation: ``"recent"`` (the latest), ``"first"``
+    (the earliest, as transformers and vLLM do) or ``"frequent"`` (the next token that most often followed,
+    then the continuation of its latest occurrence).
+    """
+
+    min_match: int = 2
+    max_draft: int = 16
+    occurrence: str = "recent"
+
+    def __post_init__(self):
+        for name in ("min_match", "max_draft"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+            if value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+        if self.occurrence not in OCCURRENCES:
+            raise ValueError(f"occurrence must be one of {OCCURRENCES}, got {self.occurrence!r}")

@@ -1,0 +1,65 @@
+"""The proposer interface the verification loop drives, and the suffix-index proposer.
+
+A proposer sees the whole token stream of one request (prompt, then every accepted token) and drafts a
+continuation of it. The loop calls ``reset`` once with the prompt and the first generated token, then per
+step ``propose`` and, after verification, ``update`` with the tokens accepted (bonus token included).
+"""
+
+from typing import Protocol
+
+import numpy as np
+
+from draftless.index import SuffixIndex
+
+from .config import DraftConfig
+
+EMPTY = np.empty(0, dtype=np.int64)
+
+
+class Proposer(Protocol):
+    def reset(self, tokens: np.ndarray) -> None:
+        """Start a request whose stream so far is ``tokens``."""
+
+    def propose(self, max_tokens: int) -> np.ndarray:
+        """A draft (int64, 0 to ``max_tokens`` tokens) that continues the stream."""
+
+    def update(self, tokens: np.ndarray) -> None:
+        """Append the tokens accepted since the last call."""
+
+
+class SuffixProposer:
+    """Drafts the continuation that followed the longest earlier-occurring suffix of the stream.
+
+    >>> p = SuffixProposer(DraftConfig(min_match=2, max_draft=3))
+    >>> p.reset(np.array([4, 5, 6, 7, 8, 4, 5]))
+    >>> p.propose(10).tolist()        # "4 5" occurred before, followed by 6 7 8
+    [6, 7, 8]
+    """
+
+    def __init__(self, config=None, vocab_size=None):
+        self.config = DraftConfig() if config is None else config
+        if not isinstance(self.config, DraftConfig):
+            raise TypeError(f"config must be a DraftConfig, got {type(self.config).__name__}")
+        self.vocab_size = vocab_size
+        self.index = SuffixIndex(vocab_size=vocab_size)
+
+    def reset(self, tokens):
+        self.index = SuffixIndex(tokens, vocab_size=self.vocab_size)
+
+    def update(self, tokens):
+        self.index.extend(tokens)
+
+    def propose(self, max_tokens):
+        k = min(int(max_tokens), self.config.max_draft)
+        match = self.index.longest_match()
+        if k <= 0 or match.length < self.config.min_match:
+            return EMPTY
+        occurrence = self.config.occurrence
+        if occurrence == "frequent":
+            best = self.index.continuations(limit=1)
+            if best.tokens.size == 0:
+                return EMPTY
+            head = best.tokens[:1].astype(np.int64)
+            return np.concatenate([head, self.index.continuation(int(best.ends[0]), k - 1)])
+        end = match.recent_end if occurrence == "recent" else match.first_end
+        return self.index.continuation(end, k).astype(np.int64)
