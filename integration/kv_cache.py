@@ -25,11 +25,12 @@ def check_rollback(cache, max_positions):
         if type(layer) not in _ROLLBACK_SAFE:
             raise ValueError(f"cache layer {i} ({type(layer).__name__}) cannot be rolled back after a rejected "
                              "draft; use a DynamicCache or a StaticCache")
-        if isinstance(layer, StaticSlidingWindowLayer) and max_positions > layer.sliding_window:
-            raise ValueError(
-                f"cache layer {i} is a static sliding window of {layer.sliding_window} positions, which cannot be "
-                f"rolled back once it wraps; this generation may need {max_positions}. Use a DynamicCache")
-        if isinstance(layer, StaticLayer) and getattr(layer, "max_cache_len", max_positions) < max_positions:
+        if isinstance(layer, StaticSlidingWindowLayer):
+            if not layer.is_croppable or max_positions > layer.max_cache_len:
+                raise ValueError(
+                    f"cache layer {i} is a static sliding window of {layer.max_cache_len} positions, which cannot "
+                    f"be rolled back once it wraps; this generation may need {max_positions}. Use a DynamicCache")
+        elif isinstance(layer, StaticLayer) and layer.max_cache_len < max_positions:
             raise ValueError(f"cache has room for {layer.max_cache_len} positions; this generation may need "
                              f"{max_positions} (prompt + new tokens + one draft)")
 

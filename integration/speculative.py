@@ -76,8 +76,8 @@ class SpeculativeGenerator:
         while not done:
             budget = plan.max_length - ids.shape[1]  # tokens still allowed; one is always the bonus
             t0 = time.perf_counter()
-            draft_np = self.proposer.propose(budget - 1)
-            draft = torch.as_tensor(np.asarray(draft_np, dtype=np.int64), device=ids.device)
+            draft_np = np.asarray(self.proposer.propose(budget - 1), dtype=np.int64)[: budget - 1]
+            draft = torch.as_tensor(draft_np, device=ids.device)
             t1 = time.perf_counter()
             logits = verifier.forward(ids[0, -1], draft)
             n, tokens, chosen = greedy_accept(logits, draft, ids, plan.processors)

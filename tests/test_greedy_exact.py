@@ -1,0 +1,256 @@
+"""Greedy exactness: draftless's output equals ``model.generate(do_sample=False)`` token for token."""
+
+import pytest
+import torch
+from transformers import StaticCache
+from transformers.generation.utils import GenerateDecoderOnlyOutput
+
+from draftless.integration import SpeculativeGenerator, generate
+
+from proposers import OracleProposer, SilentProposer, WrongProposer
+from tiny_models import SLIDING_WINDOW, VOCAB, repetitive_prompt, tiny_model
+
+KINDS = ["llama", "gemma3", "qwen2", "gpt2"]
+
+
+def vanilla(model, ids, **kwargs):
+    return model.generate(ids, do_sample=False, **kwargs)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("prompt_len", [5, 3 * SLIDING_WINDOW + 1])  # shorter and longer than gemma3's window
+def test_equal_to_generate_with_many_passes(kind, prompt_len):
+    model = tiny_model(kind)
+    ids = repetitive_prompt(prompt_len, seed=prompt_len)
+    ref = vanilla(model, ids, max_new_tokens=48, eos_token_id=None)
+    gen = SpeculativeGenerator(model)
+    out = gen.generate(ids, max_new_tokens=48, eos_token_id=None)
+    assert torch.equal(out, ref)
+    stats = gen.last_stats
+    assert stats.passes >= 2 and stats.accepted > 0  # drafts were really verified, some accepted
+    assert stats.new_tokens == 48 == 1 + stats.passes + stats.accepted
+
+
+@pytest.mark.parametrize("kind", ["llama", "gemma3"])
+def test_oracle_drafts_all_accepted_and_clipped_to_the_budget(kind):
+    model = tiny_model(kind)
+    ids = repetitive_prompt(20)
+    ref = vanilla(model, ids, max_new_tokens=37, eos_token_id=None)
+    oracle = OracleProposer(ref[0].tolist(), length=50)  # always longer than what is left
+    gen = SpeculativeGenerator(model, proposer=oracle)
+    out = gen.generate(ids, max_new_tokens=37, eos_token_id=None)
+    assert torch.equal(out, ref)
+    # 36 tokens after the prefill's: one pass, 35 drafted and accepted, plus the bonus token
+    assert gen.last_stats.accepted == gen.last_stats.drafted == 35
+    assert gen.last_stats.passes == 1 and oracle.requests == [35]
+    assert gen.last_stats.mean_accepted_length == 36.0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_wrong_drafts_all_rejected(kind):
+    model = tiny_model(kind)
+    ids = repetitive_prompt(12)
+    ref = vanilla(model, ids, max_new_tokens=30, eos_token_id=None)
+    gen = SpeculativeGenerator(model, proposer=WrongProposer(ref[0].tolist(), VOCAB))
+    out = gen.generate(ids, max_new_tokens=30, eos_token_id=None)
+    assert torch.equal(out, ref)
+    assert gen.last_stats.accepted == 0 and gen.last_stats.passes == 29
+    assert gen.last_stats.mean_accepted_length == 1.0
+
+
+def test_eos_inside_an_accepted_draft():
+    model = tiny_model("llama")
+    ids = repetitive_prompt(15)
+    free = vanilla(model, ids, max_new_tokens=40, eos_token_id=None)[0, 15:].tolist()
+    eos = free[17]  # a token first produced mid-way: generation must stop right there
+    first = free.index(eos)
+    ref = vanilla(model, ids, max_new_tokens=40, eos_token_id=eos)
+    assert ref.shape[1] == 15 + first + 1
+    gen = SpeculativeGenerator(model, proposer=OracleProposer(ids[0].tolist() + free, length=25))
+    out = gen.generate(ids, max_new_tokens=40, eos_token_id=eos)
+    assert torch.equal(out, ref)
+    out_list = generate(model, ids, max_new_tokens=40, eos_token_id=[VOCAB - 1, eos])
+    assert torch.equal(out_list, ref) or out_list.shape[1] <= ref.shape[1]  # an earlier id may also stop it
+
+
+def test_eos_list_matches_generate():
+    model = tiny_model("qwen2")
+    ids = repetitive_prompt(15)
+    free = vanilla(model, ids, max_new_tokens=40, eos_token_id=None)[0, 15:].tolist()
+    eos = [free[25], free[9]]
+    assert torch.equal(generate(model, ids, max_new_tokens=40, eos_token_id=eos),
+                       vanilla(model, ids, max_new_tokens=40, eos_token_id=eos))
+
+
+@pytest.mark.parametrize("new", [1, 2])
+def test_tiny_budgets(new):
+    model = tiny_model("gemma3")
+    ids = repetitive_prompt(30)
+    gen = SpeculativeGenerator(model, proposer=OracleProposer(vanilla(model, ids, max_new_tokens=9,
+                                                                      eos_token_id=None)[0].tolist()))
+    out = gen.generate(ids, max_new_tokens=new, eos_token_id=None)
+    assert torch.equal(out, vanilla(model, ids, max_new_tokens=new, eos_token_id=None))
+    assert out.shape[1] == 30 + new
+
+
+def test_zero_new_tokens_is_handled_as_generate_handles_it():
+    model = tiny_model("llama")
+    ids = repetitive_prompt(10)
+    with pytest.raises(ValueError) as theirs:
+        vanilla(model, ids, max_new_tokens=0)
+    with pytest.raises(ValueError) as ours:
+        generate(model, ids, max_new_tokens=0)
+    assert str(ours.value) == str(theirs.value)
+
+
+def test_max_length_instead_of_max_new_tokens():
+    model = tiny_model("llama")
+    ids = repetitive_prompt(10)
+    assert torch.equal(generate(model, ids, max_length=33, eos_token_id=None),
+                       vanilla(model, ids, max_length=33, eos_token_id=None))
+
+
+def test_no_draft_ever_is_plain_decoding():
+    model = tiny_model("gpt2")
+    ids = repetitive_prompt(10)
+    gen = SpeculativeGenerator(model, proposer=SilentProposer())
+    out = gen.generate(ids, max_new_tokens=20, eos_token_id=None)
+    assert torch.equal(out, vanilla(model, ids, max_new_tokens=20, eos_token_id=None))
+    assert gen.last_stats.drafted == 0 and gen.last_stats.passes == 19
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"repetition_penalty": 1.3}, {"no_repeat_ngram_size": 3}, {"min_new_tokens": 10, "eos_token_id": 5},
+    {"bad_words_ids": [[7], [8, 9]]}, {"suppress_tokens": [3, 4]},
+])
+def test_logits_processors_see_the_right_prefix(kwargs):
+    model = tiny_model("llama")
+    ids = repetitive_prompt(18)
+    kwargs = {"eos_token_id": None, **kwargs}
+    ref = vanilla(model, ids, max_new_tokens=40, **kwargs)
+    gen = SpeculativeGenerator(model)
+    assert torch.equal(gen.generate(ids, max_new_tokens=40, **kwargs), ref)
+
+
+def test_left_padded_prompt_and_mask():
+    model = tiny_model("llama")
+    ids = repetitive_prompt(16)
+    padded = torch.cat([torch.zeros(1, 4, dtype=torch.long), ids], dim=1)
+    mask = torch.cat([torch.zeros(1, 4, dtype=torch.long), torch.ones_like(ids)], dim=1)
+    ref = vanilla(model, padded, attention_mask=mask, max_new_tokens=30, eos_token_id=None)
+    assert torch.equal(generate(model, padded, attention_mask=mask, max_new_tokens=30, eos_token_id=None), ref)
+
+
+def test_pad_tokens_in_the_prompt_are_masked_as_generate_masks_them():
+    model = tiny_model("llama")
+    model.generation_config.pad_token_id = 0
+    ids = repetitive_prompt(16)
+    ids[0, 5] = 0  # a pad id inside the prompt: generate infers a mask from it
+    ref = vanilla(model, ids, max_new_tokens=30, eos_token_id=None)
+    assert torch.equal(generate(model, ids, max_new_tokens=30, eos_token_id=None), ref)
+
+
+def test_return_dict_with_scores_and_logits():
+    model = tiny_model("qwen2")
+    ids = repetitive_prompt(14)
+    kwargs = dict(max_new_tokens=25, eos_token_id=None, return_dict_in_generate=True, output_scores=True,
+                  output_logits=True, repetition_penalty=1.2)
+    ref = vanilla(model, ids, **kwargs)
+    out = generate(model, ids, **kwargs)
+    assert isinstance(out, GenerateDecoderOnlyOutput)
+    assert torch.equal(out.sequences, ref.sequences)
+    assert len(out.scores) == len(ref.scores) == 25
+    for mine, theirs in zip(out.scores, ref.scores):
+        assert mine.argmax() == theirs.argmax() and torch.allclose(mine, theirs, atol=1e-4)
+    for mine, theirs in zip(out.logits, ref.logits):
+        assert torch.allclose(mine, theirs, atol=1e-4)
+
+
+def test_streamer_receives_prompt_then_tokens_in_order():
+    class Collect:
+        def __init__(self):
+            self.chunks, self.ended = [], False
+
+        def put(self, value):
+            self.chunks.append(value.view(-1).tolist())
+
+        def end(self):
+            self.ended = True
+
+    model = tiny_model("gemma3")
+    ids = repetitive_prompt(20)
+    streamer = Collect()
+    out = generate(model, ids, max_new_tokens=30, eos_token_id=None, streamer=streamer)
+    assert streamer.chunks[0] == ids[0].tolist() and streamer.ended
+    assert sum(streamer.chunks[1:], []) == out[0, 20:].tolist()
+    assert len(streamer.chunks) > 2  # chunks of accepted tokens, not one at the end
+
+
+def test_static_cache_passed_by_the_caller():
+    model = tiny_model("llama")
+    ids = repetitive_prompt(20)
+    ref = vanilla(model, ids, max_new_tokens=30, eos_token_id=None)
+    cache = StaticCache(config=model.config, max_cache_len=128)
+    gen = SpeculativeGenerator(model)
+    assert torch.equal(gen.generate(ids, max_new_tokens=30, eos_token_id=None, cache=cache), ref)
+    assert gen.last_stats.accepted > 0
+
+
+def test_static_sliding_window_cache_that_would_wrap_is_refused_up_front():
+    model = tiny_model("gemma3")
+    cache = StaticCache(config=model.config, max_cache_len=128)
+    with pytest.raises(ValueError, match="sliding window"):
+        generate(model, repetitive_prompt(20), max_new_tokens=30, cache=cache)
+
+
+def test_cache_that_cannot_roll_back_is_refused():
+    from transformers.cache_utils import Cache, CacheLayerMixin
+
+    class OpaqueLayer(CacheLayerMixin):
+        def lazy_initialization(self, *a):
+            pass
+
+        def update(self, *a, **k):
+            raise AssertionError("generation must not start")
+
+        def get_seq_length(self):
+            return 0
+
+        def get_mask_sizes(self, query_length):
+            return query_length, 0
+
+        def get_max_length(self):
+            return -1
+
+    cache = Cache(layers=[OpaqueLayer(), OpaqueLayer()])
+    with pytest.raises(ValueError, match="cannot be rolled back"):
+        generate(tiny_model("llama"), repetitive_prompt(10), max_new_tokens=5, cache=cache)
+
+
+def test_prefilled_cache_is_refused():
+    from transformers import DynamicCache
+
+    model = tiny_model("llama")
+    cache = DynamicCache(config=model.config)
+    model(repetitive_prompt(5), cache=cache, use_cache=True)
+    with pytest.raises(ValueError, match="empty"):
+        generate(model, repetitive_prompt(10), max_new_tokens=5, cache=cache)
+
+
+@pytest.mark.parametrize("kwargs, word", [
+    ({"num_beams": 2}, "beam"), ({"do_sample": True}, "sampling"), ({"num_return_sequences": 2}, "sequences"),
+    ({"use_cache": False}, "cache"), ({"prompt_lookup_num_tokens": 5}, "prompt_lookup"),
+])
+def test_unsupported_modes_raise_clearly(kwargs, word):
+    with pytest.raises(ValueError, match=word):
+        generate(tiny_model("llama"), repetitive_prompt(10), max_new_tokens=5, **kwargs)
+
+
+def test_batch_and_bad_input_ids_raise_clearly():
+    model = tiny_model("llama")
+    with pytest.raises(ValueError, match="batch size 2"):
+        generate(model, repetitive_prompt(10).repeat(2, 1), max_new_tokens=5)
+    with pytest.raises(TypeError, match="input_ids"):
+        generate(model, [[1, 2, 3]], max_new_tokens=5)
+    with pytest.raises(ValueError, match="input_ids is required"):
+        generate(model, max_new_tokens=5)
