@@ -26,6 +26,7 @@ test-fast: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider -m "not slow" tests
 
 demo: $(STAMP)
+	$(PY) -m benchmarks.greedy_check --repeats 1
 	$(PY) -m benchmarks.index_cost
 
 index-cost: $(STAMP)

@@ -127,3 +127,21 @@ def test_stats_convention_counts_the_bonus_token():
     s = GenerationStats(new_tokens=11, passes=4, drafted=10, accepted=6, accepted_per_position=(3, 2, 1))
     assert s.mean_accepted_length == 2.5 and s.acceptance_rate == 0.6
     assert GenerationStats().mean_accepted_length == 0.0
+
+
+def test_cli_generate_streams_and_reports(tmp_path, capsys):
+    from draftless.integration.cli import main
+
+    tok = tiny_tokenizer()
+    model = tiny_model("llama", vocab=len(tok))
+    model.save_pretrained(tmp_path / "m")
+    tok.save_pretrained(tmp_path / "m")
+    prompt = tmp_path / "p.txt"
+    prompt.write_text("def add(x, y):\n    return x + y\n" * 2)
+    main(["generate", "--model", str(tmp_path / "m"), "--prompt-file", str(prompt), "--max-new-tokens", "12",
+          "--stats"])
+    captured = capsys.readouterr()
+    ids = tok(prompt.read_text(), return_tensors="pt")
+    ref = model.generate(**ids, do_sample=False, max_new_tokens=12)
+    assert tok.decode(ref[0, ids["input_ids"].shape[1]:]) in captured.out
+    assert "verification passes" in captured.err and "mean accepted length" in captured.err

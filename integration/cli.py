@@ -1,0 +1,55 @@
+"""The ``draftless`` command line.
+
+    draftless generate --model gemma-3-270m --prompt-file prompt.txt [--max-new-tokens 128] [--stats]
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _generate(args):
+    from transformers import TextStreamer
+
+    from .models import load_model
+    from .speculative import SpeculativeGenerator
+
+    prompt = sys.stdin.read() if args.prompt_file == "-" else Path(args.prompt_file).read_text()
+    model, tokenizer = load_model(args.model)
+    if args.chat:
+        if tokenizer.chat_template is None:
+            raise SystemExit(f"--chat: {args.model} has no chat template")
+        prompt = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                               add_generation_prompt=True)
+    inputs = tokenizer(prompt, return_tensors="pt")
+    generator = SpeculativeGenerator(model, tokenizer)
+    streamer = TextStreamer(tokenizer, skip_prompt=True)
+    generator.generate(**inputs, max_new_tokens=args.max_new_tokens, streamer=streamer)
+    if args.stats:
+        s = generator.last_stats
+        print(f"\n--\n{s.new_tokens} new tokens in {s.total_s:.2f} s ({s.new_tokens / s.total_s:.1f} tok/s); "
+              f"{s.passes} verification passes, mean accepted length {s.mean_accepted_length:.2f} "
+              f"(bonus token included); drafted {s.drafted}, accepted {s.accepted}; "
+              f"proposing {s.propose_s * 1e3:.1f} ms, verifying {s.verify_s:.2f} s, prefill {s.prefill_s:.2f} s",
+              file=sys.stderr)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="draftless", description="Faster generation with no draft model.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    gen = sub.add_parser("generate", help="stream a greedy completion of a prompt")
+    gen.add_argument("--model", default="gemma-3-270m",
+                     help="gemma-3-270m (default), smollm2-135m-instruct, or a local transformers directory")
+    gen.add_argument("--prompt-file", required=True, help="a text file, or - for standard input")
+    gen.add_argument("--max-new-tokens", type=int, default=128)
+    gen.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
+    gen.add_argument("--stats", action="store_true", help="print the run's statistics at the end (stderr)")
+    args = parser.parse_args(argv)
+    if args.command == "generate":
+        if args.max_new_tokens < 1:
+            parser.error("--max-new-tokens must be >= 1")
+        _generate(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""The bundled pretrained models, in fp32: draftless's greedy output equals ``model.generate``'s."""
+
+import inspect
+import json
+import textwrap
+
+import pytest
+import torch
+
+from draftless.integration import SpeculativeGenerator, load_model
+
+pytestmark = pytest.mark.slow
+
+NEW_TOKENS = 128
+
+
+def _code_prompts():
+    import json as json_module
+    import textwrap as textwrap_module
+
+    sources = [inspect.getsource(json_module.dumps), inspect.getsource(textwrap_module.dedent)]
+    return [f"# Rewrite this function with type hints, keeping its behaviour.\n{src}\n# Rewritten:\n"
+            for src in sources] + [
+        "def fibonacci(n):\n    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n    return a\n\n"
+        "def factorial(n):\n",
+        "class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, item):\n",
+    ]
+
+
+PROSE = [
+    "Article: The city council met on Tuesday to discuss the new park. The park will have a playground, a "
+    "pond and walking paths. Construction starts in May and ends in October.\nSummary:",
+    "The history of the printing press begins in",
+    "Question: What is the capital of France?\nAnswer:",
+    "Translate to German: The weather is nice today, and we are going to the beach.\nGerman:",
+    "1, 2, 3, 4, 5, 6, 7, 8,",
+    "Dear team,\n\nThank you for your work on the quarterly report. I have a few comments:\n",
+]
+
+
+def _assert_identical(model, tokenizer, prompts):
+    generator = SpeculativeGenerator(model, tokenizer)
+    accepted = 0
+    for prompt in prompts:
+        ids = tokenizer(prompt, return_tensors="pt")
+        ref = model.generate(**ids, do_sample=False, max_new_tokens=NEW_TOKENS)
+        out = generator.generate(**ids, max_new_tokens=NEW_TOKENS)
+        assert torch.equal(out, ref), prompt[:60]
+        accepted += generator.last_stats.accepted
+    assert accepted > 0  # drafts were verified and accepted on the way
+
+
+def test_gemma_3_270m_identical_to_generate():
+    model, tokenizer = load_model("gemma-3-270m")
+    assert model.dtype == torch.float32
+    _assert_identical(model, tokenizer, _code_prompts() + PROSE)
+
+
+def test_smollm2_135m_instruct_identical_to_generate():
+    model, tokenizer = load_model("smollm2-135m-instruct")
+    chats = [tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
+                                           add_generation_prompt=True)
+             for text in ["Rewrite this function with type hints:\n" + inspect.getsource(json.dumps),
+                          "Summarise: " + PROSE[0], "Explain what a suffix automaton is.",
+                          "Rewrite with a docstring:\n" + inspect.getsource(textwrap.indent)]]
+    _assert_identical(model, tokenizer, chats + _code_prompts()[2:] + PROSE[1:5])
