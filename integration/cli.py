@@ -1,6 +1,7 @@
 """The ``draftless`` command line.
 
     draftless generate --model gemma-3-270m --prompt-file prompt.txt [--max-new-tokens 128] [--stats]
+    draftless bench [benchmarks.run options]      (forwards to python -m benchmarks.run)
 """
 
 import argparse
@@ -35,9 +36,16 @@ def _generate(args):
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["bench"]:
+        from draftless.benchmarks.run import main as bench_main
+
+        bench_main(argv[1:])
+        return
     parser = argparse.ArgumentParser(prog="draftless", description="Faster generation with no draft model.")
     sub = parser.add_subparsers(dest="command", required=True)
     gen = sub.add_parser("generate", help="stream a greedy completion of a prompt")
+    sub.add_parser("bench", help="run the benchmark suite (see python -m benchmarks.run --help)")
     gen.add_argument("--model", default="gemma-3-270m",
                      help="gemma-3-270m (default), smollm2-135m-instruct, or a local transformers directory")
     gen.add_argument("--prompt-file", required=True, help="a text file, or - for standard input")

@@ -1,6 +1,7 @@
 """Drafting policy on top of ``draftless.index`` (numpy only): which occurrence, how many tokens."""
 
 from .config import DraftConfig
+from .peer_rules import NgramRule, PromptLookupRule
 from .proposer import Proposer, SuffixProposer
 
-__all__ = ["DraftConfig", "Proposer", "SuffixProposer"]
+__all__ = ["DraftConfig", "NgramRule", "PromptLookupRule", "Proposer", "SuffixProposer"]

@@ -1,0 +1,73 @@
+"""The compared methods, each a function ``(model, tokenizer, inputs, max_new_tokens, streamer, reference)``
+returning ``(sequences, GenerationStats or None)``.
+
+``vanilla`` and the ``hf_*`` methods are transformers' own ``generate``; the ``rule_*`` methods plug the
+peers' drafting rules into draftless's verification loop; ``oracle_k*`` drafts the true greedy continuation
+(``reference``, from the vanilla run) in linear drafts of k tokens: the ceiling for linear drafting.
+"""
+
+import numpy as np
+
+from draftless.integration import SpeculativeGenerator
+from draftless.lookup import NgramRule, PromptLookupRule
+
+ORACLE_KS = (8, 16, 32)
+
+
+class OracleProposer:
+    """Drafts the next ``k`` tokens of a known continuation."""
+
+    def __init__(self, reference, k):
+        self.reference = np.asarray(reference, dtype=np.int64)
+        self.k = k
+        self.seen = 0
+
+    def reset(self, tokens):
+        self.seen = len(tokens)
+
+    def update(self, tokens):
+        self.seen += len(tokens)
+
+    def propose(self, max_tokens):
+        return self.reference[self.seen: self.seen + min(self.k, max_tokens)]
+
+
+def _hf(**extra):
+    def run(model, tokenizer, inputs, max_new_tokens, streamer, reference):
+        return model.generate(**inputs, do_sample=False, max_new_tokens=max_new_tokens, streamer=streamer,
+                              **extra), None
+    return run
+
+
+def _loop(make_proposer=None):
+    def run(model, tokenizer, inputs, max_new_tokens, streamer, reference):
+        proposer = make_proposer(reference) if make_proposer is not None else None
+        gen = SpeculativeGenerator(model, tokenizer, proposer=proposer)
+        out = gen.generate(**inputs, max_new_tokens=max_new_tokens, streamer=streamer)
+        return out, gen.last_stats
+    return run
+
+
+METHODS = {
+    "vanilla": _hf(),
+    "hf_pld": _hf(prompt_lookup_num_tokens=10),
+    "hf_pld_n3": _hf(prompt_lookup_num_tokens=10, max_matching_ngram_size=3),
+    "draftless": _loop(),
+    "rule_pld": _loop(lambda ref: PromptLookupRule()),
+    "rule_ngram32": _loop(lambda ref: NgramRule()),
+    **{f"oracle_k{k}": _loop(lambda ref, k=k: OracleProposer(ref, k)) for k in ORACLE_KS},
+}
+DEFAULT_METHODS = ("vanilla", "hf_pld", "hf_pld_n3", "draftless", "rule_pld", "rule_ngram32", "oracle")
+
+
+def expand(methods):
+    """Method names to run, ``oracle`` standing for its three k values; vanilla always runs first (the
+    reference for identity checks and for the oracle)."""
+    names = ["vanilla"]
+    for m in methods:
+        for name in ([f"oracle_k{k}" for k in ORACLE_KS] if m == "oracle" else [m]):
+            if name not in METHODS:
+                raise ValueError(f"unknown method {m!r}; choose from {', '.join(DEFAULT_METHODS)}")
+            if name not in names:
+                names.append(name)
+    return names

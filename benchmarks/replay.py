@@ -1,0 +1,124 @@
+"""Model-free replay: feed the greedy outputs recorded by ``benchmarks.run`` through drafting policies.
+
+    python -m benchmarks.replay RUN.json [--grid] [--json PATH]
+
+No model runs: the recorded continuation is the truth, so each step accepts the longest draft prefix that
+equals it, then one bonus token, exactly as greedy verification would. Per drafting configuration and suite
+it reports passes, mean accepted length (tokens per pass, bonus included), acceptance rate per draft
+position and the drafting cost per step. It takes seconds, which is how drafting defaults get chosen.
+"""
+
+import argparse
+import itertools
+import json
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from draftless.lookup import DraftConfig, NgramRule, PromptLookupRule, SuffixProposer
+
+
+def configurations(grid=False):
+    """Named proposer factories: the defaults and the peers' rules, plus a grid of suffix settings."""
+    configs = {
+        "draftless": lambda: SuffixProposer(DraftConfig()),
+        "rule_pld": PromptLookupRule,
+        "rule_ngram32": NgramRule,
+    }
+    if grid:
+        for occurrence, max_draft, min_match in itertools.product(("recent", "first", "frequent"), (8, 16, 32),
+                                                                  (1, 2, 3)):
+            cfg = DraftConfig(min_match=min_match, max_draft=max_draft, occurrence=occurrence)
+            configs[f"suffix_{occurrence}_k{max_draft}_m{min_match}"] = lambda cfg=cfg: SuffixProposer(cfg)
+    return configs
+
+
+def replay_one(proposer, tokens, prompt_len):
+    """Replay one recorded sequence; returns (passes, accepted per pass list, drafted per pass, seconds)."""
+    tokens = np.asarray(tokens, dtype=np.int64)
+    pos = prompt_len + 1  # the prefill's token is not drafted
+    if pos >= tokens.size:
+        return 0, [], [], 0.0
+    spent = 0.0
+    t0 = time.perf_counter()
+    proposer.reset(tokens[:pos])
+    spent += time.perf_counter() - t0
+    accepted, drafted = [], []
+    while pos < tokens.size:
+        t0 = time.perf_counter()
+        draft = np.asarray(proposer.propose(tokens.size - pos - 1), dtype=np.int64)
+        spent += time.perf_counter() - t0
+        truth = tokens[pos: pos + draft.size]
+        mismatch = np.flatnonzero(draft[: truth.size] != truth)
+        n = int(mismatch[0]) if mismatch.size else int(min(draft.size, truth.size))
+        accepted.append(n)
+        drafted.append(int(draft.size))
+        new = tokens[pos: pos + n + 1]
+        pos += new.size
+        t0 = time.perf_counter()
+        proposer.update(new)
+        spent += time.perf_counter() - t0
+    return len(accepted), accepted, drafted, spent
+
+
+def replay(outputs, configs):
+    rows = []
+    for name, make in configs.items():
+        per_suite = defaultdict(lambda: {"passes": 0, "accepted": 0, "drafted": 0, "seconds": 0.0,
+                                         "hits": defaultdict(int), "tries": defaultdict(int)})
+        for rec in outputs:
+            passes, accepted, drafted, seconds = replay_one(make(), rec["tokens"], rec["prompt_len"])
+            for suite in (rec["suite"], "all"):
+                agg = per_suite[suite]
+                agg["passes"] += passes
+                agg["accepted"] += sum(accepted)
+                agg["drafted"] += sum(drafted)
+                agg["seconds"] += seconds
+                for a, d in zip(accepted, drafted):
+                    for i in range(d):
+                        agg["tries"][i] += 1
+                        agg["hits"][i] += i < a
+        for suite, agg in per_suite.items():
+            passes = max(1, agg["passes"])
+            positions = sorted(agg["tries"])[:32]
+            rows.append({
+                "config": name, "suite": suite, "passes": agg["passes"],
+                "mean_accepted": round((agg["accepted"] + agg["passes"]) / passes, 3),
+                "acceptance_rate": round(agg["accepted"] / agg["drafted"], 3) if agg["drafted"] else 0.0,
+                "accept_per_position": [round(agg["hits"][i] / agg["tries"][i], 3) for i in positions],
+                "draft_us_per_step": round(agg["seconds"] / passes * 1e6, 2),
+            })
+    return rows
+
+
+def markdown(rows):
+    suites = sorted({r["suite"] for r in rows}, key=lambda s: (s == "all", s))
+    by = {(r["config"], r["suite"]): r for r in rows}
+    configs = list(dict.fromkeys(r["config"] for r in rows))
+    head = "| config | " + " | ".join(suites) + " | draft us/step |\n|---|" + "---|" * (len(suites) + 1) + "\n"
+    lines = [f"| {c} | " + " | ".join(f"{by[(c, s)]['mean_accepted']:.2f}" if (c, s) in by else "-" for s in suites)
+             + f" | {by[(c, 'all')]['draft_us_per_step']:.1f} |" for c in configs]
+    return "Mean accepted length (tokens per pass, bonus included) by suite.\n\n" + head + "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.replay", description=__doc__.splitlines()[0])
+    parser.add_argument("run_json", type=Path, help="a JSON file written by benchmarks.run --json")
+    parser.add_argument("--grid", action="store_true", help="also replay a grid of suffix-proposer settings")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    data = json.loads(args.run_json.read_text())
+    if "outputs" not in data:
+        parser.error(f"{args.run_json} has no recorded outputs (write it with benchmarks.run --json)")
+    rows = replay(data["outputs"], configurations(args.grid))
+    sys.stdout.write(markdown(rows))
+    if args.json:
+        args.json.write_text(json.dumps({"source": str(args.run_json), "rows": rows}, indent=1))
+    return rows
+
+
+if __name__ == "__main__":
+    main()

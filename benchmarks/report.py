@@ -1,0 +1,84 @@
+"""Summaries, the Markdown table and the speedup plot of a benchmark run."""
+
+from collections import defaultdict
+
+ORACLE = "oracle"
+
+
+def _method_group(name):
+    return ORACLE if name.startswith("oracle_k") else name
+
+
+def summarize(runs):
+    """One row per (suite, method) plus an ``all`` suite: decode throughput (prefill excluded), ratios."""
+    groups = defaultdict(list)
+    for r in runs:
+        for suite in (r["suite"], "all"):
+            groups[(suite, r["method"])].append(r)
+    rate = {}
+    for key, rs in groups.items():
+        decode_s = sum(r["decode_s"] for r in rs)
+        rate[key] = sum(max(0, r["new_tokens"] - 1) for r in rs) / decode_s if decode_s > 0 else 0.0
+    suites = sorted({s for s, _ in groups}, key=lambda s: (s == "all", s))
+    rows = []
+    for suite in suites:
+        oracle_keys = [k for k in groups if k[0] == suite and k[1].startswith("oracle_k")]
+        best_oracle = max(oracle_keys, key=lambda k: rate[k]) if oracle_keys else None
+        vanilla = rate.get((suite, "vanilla"))
+        hf = rate.get((suite, "hf_pld"))
+        methods = [m for s, m in groups if s == suite and not m.startswith("oracle_k")]
+        if best_oracle:
+            methods.append(best_oracle[1])
+        for method in methods:
+            rs = groups[(suite, method)]
+            r = rate[(suite, method)]
+            accepted = [x["mean_accepted"] for x in rs if x["mean_accepted"] is not None]
+            rows.append({
+                "suite": suite, "method": _method_group(method), "detail": method, "prompts": len(rs),
+                "decode_tok_s": round(r, 3),
+                "total_s": round(sum(x["total_s"] for x in rs), 3),
+                "speedup_vs_vanilla": round(r / vanilla, 3) if vanilla else None,
+                "ratio_vs_hf_pld": round(r / hf, 3) if hf else None,
+                "fraction_of_oracle": round(r / rate[best_oracle], 3) if best_oracle else None,
+                "mean_accepted": round(sum(accepted) / len(accepted), 2) if accepted else None,
+                "identical_to_vanilla": all(x["identical_to_vanilla"] for x in rs),
+            })
+    return rows
+
+
+def markdown(summary, model):
+    head = ("| suite | method | prompts | decode tok/s | speedup vs vanilla | vs hf_pld | fraction of oracle "
+            "| mean accepted | identical |\n|---|---|---|---|---|---|---|---|---|\n")
+
+    def cell(v, fmt="{:.2f}"):
+        return "-" if v is None else fmt.format(v)
+
+    lines = [f"| {r['suite']} | {r['detail'] if r['method'] == ORACLE else r['method']} | {r['prompts']} | "
+             f"{cell(r['decode_tok_s'])} | {cell(r['speedup_vs_vanilla'])}x | {cell(r['ratio_vs_hf_pld'])} | "
+             f"{cell(r['fraction_of_oracle'])} | {cell(r['mean_accepted'])} | "
+             f"{'yes' if r['identical_to_vanilla'] else 'NO'} |" for r in summary]
+    return f"Model: {model}. Decode throughput excludes the shared prefill.\n\n" + head + "\n".join(lines) + "\n"
+
+
+def plot(summary, path, model):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    suites = list(dict.fromkeys(r["suite"] for r in summary))
+    methods = list(dict.fromkeys(r["method"] for r in summary if r["method"] != "vanilla"))
+    width = 0.8 / max(1, len(methods))
+    fig, ax = plt.subplots(figsize=(max(6, 1.4 * len(suites)), 4))
+    for i, method in enumerate(methods):
+        values = [next((r["speedup_vs_vanilla"] or 0 for r in summary if r["suite"] == s and r["method"] == method),
+                       0) for s in suites]
+        ax.bar([x + i * width for x in range(len(suites))], values, width, label=method)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks([x + width * (len(methods) - 1) / 2 for x in range(len(suites))], suites, rotation=20)
+    ax.set_ylabel("decode speedup over vanilla")
+    ax.set_title(f"draftless benchmarks ({model})")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,147 @@
+"""Side-by-side benchmark of draftless against plain decoding, transformers' prompt lookup, the peers' drafting
+rules and the oracle ceiling.
+
+    python -m benchmarks.run [--model gemma-3-270m] [--suite code_edit,rag] [--methods draftless,hf_pld]
+                             [--limit N] [--max-new-tokens 128] [--json PATH] [--markdown PATH] [--plot PATH]
+
+All methods run on the same prompts in one process, interleaved prompt by prompt (vanilla first, the others
+in an order that rotates per prompt). Model loading and Numba compilation are timed on their own lines.
+Each run's prefill is timed to the arrival of its first new token (a streamer), so decode throughput
+excludes it.
+"""
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from draftless.integration import SpeculativeGenerator, load_model
+
+from . import report
+from .methods import DEFAULT_METHODS, METHODS, expand
+from .suites import SUITES, build, render
+
+
+class FirstTokenClock:
+    """A streamer that notes when the first generated token arrives (the end of the prefill)."""
+
+    def __init__(self):
+        self.calls = 0
+        self.first = None
+
+    def put(self, value):
+        self.calls += 1
+        if self.calls == 2:
+            self.first = time.perf_counter()
+
+    def end(self):
+        pass
+
+
+def _encode(tokenizer, text):
+    # a chat template already holds its special tokens; a plain completion prompt gets the usual ones
+    return tokenizer(text, return_tensors="pt", add_special_tokens=not tokenizer.chat_template)
+
+
+def _warm_up(model, tokenizer):
+    inputs = _encode(tokenizer, "warm up: a b c a b c a b")
+    SpeculativeGenerator(model, tokenizer).generate(**inputs, max_new_tokens=4)
+
+
+def run(model_name, suites, methods, limit, max_new_tokens, progress=True):
+    t0 = time.perf_counter()
+    model, tokenizer = load_model(model_name)
+    load_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    _warm_up(model, tokenizer)
+    compile_s = time.perf_counter() - t0
+    names = expand(methods)
+    tasks = [task for suite in suites for task in build(suite, limit)]
+    runs, outputs, mismatches = [], [], []
+    bar = tqdm(total=sum(len(t.turns) for t in tasks) * len(names), desc="runs", disable=not progress,
+               file=sys.stderr)
+    for n_task, task in enumerate(tasks):
+        answers = []
+        for turn in range(len(task.turns)):
+            inputs = _encode(tokenizer, render(task, tokenizer, answers))
+            prompt_len = inputs["input_ids"].shape[1]
+            prompt_id = task.prompt_id + (f"_t{turn + 1}" if len(task.turns) > 1 else "")
+            others = names[1:]
+            shift = n_task % max(1, len(others))
+            reference = None
+            for name in ["vanilla"] + others[shift:] + others[:shift]:
+                bar.set_postfix_str(f"{task.suite}/{prompt_id}/{name}")
+                clock = FirstTokenClock()
+                start = time.perf_counter()
+                out, stats = METHODS[name](model, tokenizer, inputs, max_new_tokens, clock, reference)
+                total = time.perf_counter() - start
+                if name == "vanilla":
+                    reference = out[0].tolist()
+                    answers.append(tokenizer.decode(out[0, prompt_len:], skip_special_tokens=True))
+                    outputs.append({"suite": task.suite, "prompt_id": prompt_id, "prompt_len": prompt_len,
+                                    "tokens": reference})
+                prefill = (clock.first - start) if clock.first else total
+                identical = out[0].tolist() == reference
+                if not identical:
+                    mismatches.append({"suite": task.suite, "prompt_id": prompt_id, "method": name})
+                runs.append({
+                    "suite": task.suite, "prompt_id": prompt_id, "method": name,
+                    "new_tokens": int(out.shape[1] - prompt_len), "prompt_tokens": int(prompt_len),
+                    "prefill_s": round(prefill, 4), "decode_s": round(total - prefill, 4), "total_s": round(total, 4),
+                    "identical_to_vanilla": identical,
+                    "mean_accepted": round(stats.mean_accepted_length, 3) if stats and stats.passes else None,
+                    "passes": stats.passes if stats else None,
+                })
+                bar.update()
+    bar.close()
+    return {"model": model_name, "max_new_tokens": max_new_tokens, "suites": list(suites), "methods": names,
+            "load_s": round(load_s, 2), "compile_s": round(compile_s, 2), "threads": torch.get_num_threads(),
+            "runs": runs, "summary": report.summarize(runs), "mismatches": mismatches, "outputs": outputs}
+
+
+def _csv(value, allowed, what):
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    bad = [v for v in items if v not in allowed]
+    if bad or not items:
+        raise argparse.ArgumentTypeError(f"unknown {what} {bad}; choose from {', '.join(allowed)}")
+    return items
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="gemma-3-270m")
+    parser.add_argument("--suite", default=",".join(SUITES), type=lambda v: _csv(v, SUITES, "suite"))
+    allowed = DEFAULT_METHODS + tuple(m for m in METHODS if m.startswith("oracle_k"))
+    parser.add_argument("--methods", default=",".join(DEFAULT_METHODS),
+                        type=lambda v: _csv(v, allowed, "method"))
+    parser.add_argument("--limit", type=int, default=None, help="prompts per suite")
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--markdown", type=Path)
+    parser.add_argument("--plot", type=Path)
+    args = parser.parse_args(argv)
+    if args.limit is not None and args.limit < 1:
+        parser.error("--limit must be >= 1")
+    if args.max_new_tokens < 1:
+        parser.error("--max-new-tokens must be >= 1")
+    result = run(args.model, args.suite, args.methods, args.limit, args.max_new_tokens)
+    print(f"model load: {result['load_s']} s; Numba compile and warm-up: {result['compile_s']} s")
+    table = report.markdown(result["summary"], result["model"])
+    print(table)
+    if result["mismatches"]:
+        print("OUTPUTS DIFFERING FROM VANILLA:", json.dumps(result["mismatches"]))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+    if args.markdown:
+        args.markdown.write_text(table)
+    if args.plot:
+        report.plot(result["summary"], args.plot, result["model"])
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""The benchmark suite end to end on a tiny model, and its reporting (no timing assertions)."""
+
+import json
+
+import pytest
+
+from benchmarks import report
+from benchmarks.methods import OracleProposer, expand
+from benchmarks.run import main as run_main
+from benchmarks.suites import SUITES, build, render
+
+from tiny_models import tiny_model, tiny_tokenizer
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tiny")
+    tok = tiny_tokenizer()
+    model = tiny_model("llama", vocab=len(tok))
+    model.config.max_position_embeddings = 4096
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+def test_end_to_end_run_writes_json_markdown_and_plot(tiny_dir, tmp_path):
+    out = tmp_path / "r.json"
+    result = run_main(["--model", str(tiny_dir), "--suite", "code_edit,repetitive,multi_turn", "--limit", "1",
+                       "--max-new-tokens", "12", "--json", str(out), "--markdown", str(tmp_path / "r.md"),
+                       "--plot", str(tmp_path / "r.png")])
+    data = json.loads(out.read_text())
+    assert data["model"] == str(tiny_dir) and not data["mismatches"]
+    run_keys = {"suite", "prompt_id", "method", "new_tokens", "prefill_s", "decode_s", "total_s",
+                "identical_to_vanilla", "mean_accepted"}
+    assert all(run_keys <= set(r) for r in data["runs"])
+    assert {r["method"] for r in data["runs"]} == set(expand(["draftless"] + list(result["methods"])))
+    assert {r["prompt_id"] for r in data["runs"] if r["suite"] == "multi_turn"} == {"sb_81_t1", "sb_81_t2"}
+    summary_keys = {"suite", "method", "decode_tok_s", "speedup_vs_vanilla", "ratio_vs_hf_pld", "fraction_of_oracle"}
+    assert all(summary_keys <= set(r) for r in data["summary"])
+    assert all(r["identical_to_vanilla"] for r in data["runs"])
+    assert {r["method"] for r in data["summary"]} >= {"vanilla", "hf_pld", "draftless", "rule_ngram32", "oracle"}
+    assert "| code_edit | draftless |" in (tmp_path / "r.md").read_text()
+    assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
+    assert len(data["outputs"]) == 4  # code_edit, repetitive, and two multi_turn turns
+
+
+def test_bad_options_are_refused(tiny_dir):
+    with pytest.raises(SystemExit):
+        run_main(["--model", str(tiny_dir), "--suite", "poetry"])
+    with pytest.raises(SystemExit):
+        run_main(["--model", str(tiny_dir), "--methods", "magic"])
+    with pytest.raises(SystemExit):
+        run_main(["--model", str(tiny_dir), "--limit", "0"])
+
+
+def test_every_suite_builds_and_renders_in_both_formats():
+    chat = tiny_tokenizer()
+    chat.chat_template = "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}<assistant>"
+    plain = tiny_tokenizer()
+    for suite in SUITES:
+        tasks = build(suite, limit=2)
+        assert len(tasks) == 2 and all(t.suite == suite for t in tasks)
+        task = tasks[0]
+        answers = ("first answer",) if len(task.turns) > 1 else ()
+        text = render(task, plain, answers)
+        assert task.turns[-1][-30:] in text or task.turns[0][-30:] in text
+        assert render(task, chat, answers).endswith("<assistant>")
+    multi = build("multi_turn", 1)[0]
+    assert "first answer" in render(multi, plain, ("first answer",))
+
+
+def test_summary_ratios_and_markdown():
+    runs = []
+    for method, decode in [("vanilla", 10.0), ("hf_pld", 5.0), ("draftless", 2.5), ("oracle_k8", 2.0),
+                           ("oracle_k16", 1.0)]:
+        runs.append({"suite": "s", "prompt_id": "p", "method": method, "new_tokens": 11, "prefill_s": 1.0,
+                     "decode_s": decode, "total_s": decode + 1, "identical_to_vanilla": True,
+                     "mean_accepted": None if method in ("vanilla", "hf_pld") else 3.0})
+    rows = {(r["suite"], r["method"]): r for r in report.summarize(runs)}
+    d = rows[("s", "draftless")]
+    assert d["decode_tok_s"] == 4.0 and d["speedup_vs_vanilla"] == 4.0 and d["ratio_vs_hf_pld"] == 2.0
+    assert d["fraction_of_oracle"] == 0.4  # the best oracle (k16, 10 tok/s)
+    assert rows[("s", "oracle")]["detail"] == "oracle_k16"
+    assert ("all", "draftless") in rows
+    table = report.markdown(report.summarize(runs), "m")
+    assert "| s | oracle_k16 |" in table and "| s | draftless | 1 | 4.00 | 4.00x | 2.00 | 0.40 | 3.00 | yes |" in table
+
+
+def test_oracle_proposer_drafts_the_reference():
+    p = OracleProposer([1, 2, 3, 4, 5, 6], k=3)
+    p.reset([1, 2])
+    assert p.propose(10).tolist() == [3, 4, 5] and p.propose(2).tolist() == [3, 4]
+    p.update([3, 4])
+    assert p.propose(10).tolist() == [5, 6]
+
+
+def test_replay_on_a_recorded_run(tmp_path):
+    from benchmarks.replay import configurations, main as replay_main, replay_one
+
+    prompt = [5, 6, 7, 8, 9, 5, 6]
+    tokens = prompt + [7, 8, 9, 5, 6, 7, 8, 3]
+    # draftless default: after "5 6 | 7" the match "5 6 7" drafts what followed it, "8 9 5 6 7" (up to the end
+    # of the stream): all accepted, bonus 8. Then "... 7 8" drafts "9 ...", but the truth is the final 3.
+    passes, accepted, drafted, _ = replay_one(configurations()["draftless"](), tokens, len(prompt))
+    assert sum(accepted) + passes == len(tokens) - len(prompt) - 1
+    assert accepted == [5, 0] and drafted[0] == 5
+    run = {"outputs": [{"suite": "code_edit", "prompt_id": "p", "prompt_len": len(prompt), "tokens": tokens},
+                       {"suite": "qa", "prompt_id": "q", "prompt_len": 3, "tokens": [1, 2, 3, 4, 5, 6]}]}
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(run))
+    rows = replay_main([str(path), "--grid", "--json", str(tmp_path / "replay.json")])
+    by = {(r["config"], r["suite"]): r for r in rows}
+    assert by[("draftless", "code_edit")]["mean_accepted"] == 3.5  # 7 tokens in 2 passes
+    assert by[("draftless", "qa")]["mean_accepted"] == 1.0  # nothing repeats: one token per pass
+    assert by[("rule_pld", "code_edit")]["passes"] >= 1
+    assert ("suffix_frequent_k8_m1", "all") in by
+    assert json.loads((tmp_path / "replay.json").read_text())["rows"]
