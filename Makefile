@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.draftless-installed
 
-.PHONY: venv test test-fast demo bench index-cost clean
+.PHONY: venv test test-fast demo index-cost clean
 
 venv: $(STAMP)
 
@@ -25,9 +25,12 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider -m "not slow" tests
 
+# The main job on the default model: every method side by side on a few prompts of three suites.
 demo: $(STAMP)
-	$(PY) -m benchmarks.greedy_check --repeats 1
-	$(PY) -m benchmarks.index_cost
+	mkdir -p results
+	$(PY) -m benchmarks.run --suite code_edit,summarization,rag --limit 2 --max-new-tokens 96 \
+		--methods vanilla,hf_pld,draftless,oracle \
+		--markdown results/demo.md --plot results/demo.png --json results/demo.json
 
 index-cost: $(STAMP)
 	$(PY) -m benchmarks.index_cost --json

@@ -1,5 +1,6 @@
-"""The compared methods, each a function ``(model, tokenizer, inputs, max_new_tokens, streamer, reference)``
-returning ``(sequences, GenerationStats or None)``.
+"""The compared methods, each a function ``(model, tokenizer, inputs, max_new_tokens, streamer, reference,
+sampling)`` returning ``(sequences, GenerationStats or None)``; ``sampling`` holds ``do_sample`` and its
+settings, or is empty for greedy decoding.
 
 ``vanilla`` and the ``hf_*`` methods are transformers' own ``generate``; the ``rule_*`` methods plug the
 peers' drafting rules into draftless's verification loop; ``oracle_k*`` drafts the true greedy continuation
@@ -33,17 +34,18 @@ class OracleProposer:
 
 
 def _hf(**extra):
-    def run(model, tokenizer, inputs, max_new_tokens, streamer, reference):
-        return model.generate(**inputs, do_sample=False, max_new_tokens=max_new_tokens, streamer=streamer,
+    def run(model, tokenizer, inputs, max_new_tokens, streamer, reference, sampling):
+        settings = sampling or {"do_sample": False}
+        return model.generate(**inputs, max_new_tokens=max_new_tokens, streamer=streamer, **settings,
                               **extra), None
     return run
 
 
 def _loop(make_proposer=None):
-    def run(model, tokenizer, inputs, max_new_tokens, streamer, reference):
+    def run(model, tokenizer, inputs, max_new_tokens, streamer, reference, sampling):
         proposer = make_proposer(reference) if make_proposer is not None else None
         gen = SpeculativeGenerator(model, tokenizer, proposer=proposer)
-        out = gen.generate(**inputs, max_new_tokens=max_new_tokens, streamer=streamer)
+        out = gen.generate(**inputs, max_new_tokens=max_new_tokens, streamer=streamer, **sampling)
         return out, gen.last_stats
     return run
 
@@ -60,11 +62,14 @@ METHODS = {
 DEFAULT_METHODS = ("vanilla", "hf_pld", "hf_pld_n3", "draftless", "rule_pld", "rule_ngram32", "oracle")
 
 
-def expand(methods):
+def expand(methods, sampling=False):
     """Method names to run, ``oracle`` standing for its three k values; vanilla always runs first (the
-    reference for identity checks and for the oracle)."""
+    reference for identity checks and for the oracle). Sampled text has no fixed continuation to draft, so
+    under sampling the oracle is left out."""
     names = ["vanilla"]
     for m in methods:
+        if m == "oracle" and sampling:
+            continue
         for name in ([f"oracle_k{k}" for k in ORACLE_KS] if m == "oracle" else [m]):
             if name not in METHODS:
                 raise ValueError(f"unknown method {m!r}; choose from {', '.join(DEFAULT_METHODS)}")

@@ -41,7 +41,8 @@ def summarize(runs):
                 "ratio_vs_hf_pld": round(r / hf, 3) if hf else None,
                 "fraction_of_oracle": round(r / rate[best_oracle], 3) if best_oracle else None,
                 "mean_accepted": round(sum(accepted) / len(accepted), 2) if accepted else None,
-                "identical_to_vanilla": all(x["identical_to_vanilla"] for x in rs),
+                "identical_to_vanilla": (None if any(x["identical_to_vanilla"] is None for x in rs)
+                                         else all(x["identical_to_vanilla"] for x in rs)),
             })
     return rows
 
@@ -56,8 +57,12 @@ def markdown(summary, model):
     lines = [f"| {r['suite']} | {r['detail'] if r['method'] == ORACLE else r['method']} | {r['prompts']} | "
              f"{cell(r['decode_tok_s'])} | {cell(r['speedup_vs_vanilla'])}x | {cell(r['ratio_vs_hf_pld'])} | "
              f"{cell(r['fraction_of_oracle'])} | {cell(r['mean_accepted'])} | "
-             f"{'yes' if r['identical_to_vanilla'] else 'NO'} |" for r in summary]
+             f"{_identical(r['identical_to_vanilla'])} |" for r in summary]
     return f"Model: {model}. Decode throughput excludes the shared prefill.\n\n" + head + "\n".join(lines) + "\n"
+
+
+def _identical(flag):
+    return "n/a (sampled)" if flag is None else ("yes" if flag else "NO")
 
 
 def plot(summary, path, model):

@@ -16,7 +16,6 @@ from .stop_strings import StopStringMatcher
 _UNSUPPORTED = {
     "num_beams": (1, "beam search"),
     "num_return_sequences": (1, "several sequences per prompt"),
-    "do_sample": (False, "sampling"),
     "output_attentions": (False, "output_attentions"),
     "output_hidden_states": (False, "output_hidden_states"),
 }
@@ -39,6 +38,7 @@ class GenerationPlan:
     return_dict: bool
     output_scores: bool
     output_logits: bool
+    do_sample: bool
     cache: object  # a caller's Cache or None
     cache_arg: str  # the model's forward keyword for the cache
 
@@ -114,4 +114,4 @@ def plan_generation(model, input_ids, attention_mask, generation_config, logits_
         stop_strings=StopStringMatcher(stop_strings, tokenizer) if stop_strings else None,
         streamer=streamer, return_dict=bool(config.return_dict_in_generate),
         output_scores=bool(config.output_scores), output_logits=bool(config.output_logits),
-        cache=cache, cache_arg=_cache_keyword(model))
+        do_sample=bool(config.do_sample), cache=cache, cache_arg=_cache_keyword(model))

@@ -1,15 +1,17 @@
-"""``SpeculativeGenerator``: greedy generation that drafts from the suffix index and verifies in one pass.
+"""``SpeculativeGenerator``: generation that drafts from the suffix index and verifies a draft in one pass.
 
 One step reads as propose -> verify -> accept -> update:
 
     draft = proposer.propose(budget)                     # lookup/, reads index/
     logits = verifier.forward(last, draft)               # one target pass over [last] + draft
-    n, tokens, _ = greedy_accept(logits, draft, ...)     # longest matching prefix + the bonus token
+    n, tokens, _ = accept(logits, draft, ...)            # accepted prefix + the target's own next token
     verifier.rollback(len(draft) - n); proposer.update(tokens)
 
-The output equals ``model.generate(do_sample=False)`` token for token.
+Greedy output equals ``model.generate(do_sample=False)`` token for token; sampled output follows the same
+distribution as ``model.generate(do_sample=True)`` (see ``acceptance.sample_accept``).
 """
 
+import functools
 import logging
 import time
 
@@ -19,7 +21,7 @@ from transformers.generation.utils import GenerateDecoderOnlyOutput
 
 from draftless.lookup import DraftConfig, SuffixProposer
 
-from .acceptance import greedy_accept
+from .acceptance import greedy_accept, sample_accept
 from .generation_plan import plan_generation
 from .stats import StatsRecorder
 from .verifier import Verifier
@@ -48,7 +50,10 @@ class SpeculativeGenerator:
 
     @torch.no_grad()
     def generate(self, input_ids=None, attention_mask=None, generation_config=None, logits_processor=None,
-                 stopping_criteria=None, streamer=None, **kwargs):
+                 stopping_criteria=None, streamer=None, *, seed=None, generator=None, **kwargs):
+        """``model.generate``'s arguments and return value. Sampling (``do_sample=True``) draws from
+        ``generator`` (a ``torch.Generator``) or from one seeded with ``seed``; with neither, from one seeded by
+        torch's global RNG, so ``torch.manual_seed`` makes runs repeatable as it does for transformers."""
         if input_ids is None:
             input_ids = kwargs.pop("inputs", None)
         if input_ids is None:
@@ -59,6 +64,9 @@ class SpeculativeGenerator:
         plan = plan_generation(self.model, input_ids, attention_mask, generation_config, logits_processor,
                                stopping_criteria, streamer, kwargs)
         ids = plan.input_ids
+        accept = greedy_accept
+        if plan.do_sample:
+            accept = functools.partial(sample_accept, generator=_generator(generator, seed, ids.device))
         prompt_len = ids.shape[1]
         max_draft = max(0, plan.max_length - prompt_len - 1)
         verifier = Verifier(self.model, plan, plan.max_length + max_draft)
@@ -69,7 +77,7 @@ class SpeculativeGenerator:
 
         t0 = time.perf_counter()
         logits = verifier.prefill(ids)
-        _, tokens, chosen = greedy_accept(logits, ids.new_empty(0), ids, plan.processors)
+        _, tokens, chosen = accept(logits, ids.new_empty(0), ids, plan.processors)
         rec.prefill_s = time.perf_counter() - t0
         ids, done = self._append(plan, ids, tokens, chosen, logits, scores, raw)
         self.proposer.reset(ids[0].cpu().numpy())
@@ -80,7 +88,7 @@ class SpeculativeGenerator:
             draft = torch.as_tensor(draft_np, device=ids.device)
             t1 = time.perf_counter()
             logits = verifier.forward(ids[0, -1], draft)
-            n, tokens, chosen = greedy_accept(logits, draft, ids, plan.processors)
+            n, tokens, chosen = accept(logits, draft, ids, plan.processors)
             verifier.rollback(draft.shape[0] - n)
             t2 = time.perf_counter()
             rec.record_pass(int(draft.shape[0]), n)
@@ -113,6 +121,20 @@ class SpeculativeGenerator:
         if plan.streamer is not None and kept:
             plan.streamer.put(ids[:, start:].cpu())
         return ids, stop is not None
+
+
+def _generator(generator, seed, device):
+    if generator is not None:
+        if not isinstance(generator, torch.Generator):
+            raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+        if seed is not None:
+            raise ValueError("pass either seed or generator, not both")
+        return generator
+    if seed is None:
+        seed = int(torch.randint(0, 2**62, ()))  # follows torch.manual_seed
+    elif isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    return torch.Generator(device=device).manual_seed(seed)
 
 
 def _first_stop(plan, ids, start):

@@ -49,3 +49,31 @@ class SilentProposer:
 
     def propose(self, max_tokens):
         return np.empty(0, dtype=np.int64)
+
+
+class GreedyDraftProposer:
+    """Drafts the target's own greedy continuation of the current stream (cached per prefix): the most
+    likely tokens, so under sampling they are often accepted and often rejected."""
+
+    def __init__(self, model, length=2):
+        self.model = model
+        self.length = length
+        self.stream = []
+        self.cache = {}
+
+    def reset(self, tokens):
+        self.stream = [int(t) for t in tokens]
+
+    def update(self, tokens):
+        self.stream += [int(t) for t in tokens]
+
+    def propose(self, max_tokens):
+        import torch
+
+        k = min(self.length, max_tokens)
+        key = (tuple(self.stream), k)
+        if k > 0 and key not in self.cache:
+            ids = torch.tensor([self.stream])
+            out = self.model.generate(ids, do_sample=False, max_new_tokens=k, eos_token_id=None)
+            self.cache[key] = out[0, len(self.stream):].numpy()
+        return self.cache.get(key, np.empty(0, dtype=np.int64))

@@ -238,7 +238,7 @@ def test_prefilled_cache_is_refused():
 
 
 @pytest.mark.parametrize("kwargs, word", [
-    ({"num_beams": 2}, "beam"), ({"do_sample": True}, "sampling"), ({"num_return_sequences": 2}, "sequences"),
+    ({"num_beams": 2}, "beam"), ({"num_return_sequences": 2}, "sequences"),
     ({"use_cache": False}, "cache"), ({"prompt_lookup_num_tokens": 5}, "prompt_lookup"),
 ])
 def test_unsupported_modes_raise_clearly(kwargs, word):
