@@ -16,22 +16,11 @@ import statistics
 import sys
 import time
 
-import numpy as np
 import torch
 from tqdm import tqdm
 
 from draftless.integration import SpeculativeGenerator, load_model
-
-
-class NeverDraft:
-    def reset(self, tokens):
-        pass
-
-    def update(self, tokens):
-        pass
-
-    def propose(self, max_tokens):
-        return np.empty(0, dtype=np.int64)
+from draftless.lookup import NullProposer
 
 
 def dumps_prompt():
@@ -71,7 +60,7 @@ def run(model_name, repeats, new_tokens):
             for k, v in times.items()}
     identical = all(torch.equal(outputs["generate"], o) for o in outputs.values())
 
-    plain = SpeculativeGenerator(model, tokenizer, proposer=NeverDraft())
+    plain = SpeculativeGenerator(model, tokenizer, proposer=NullProposer())
     quiet = tokenizer("Write a short poem about the sea at night.", return_tensors="pt")
     over = {"generate": [], "draftless_no_draft": []}
     for _ in tqdm(range(repeats), desc="overhead", file=sys.stderr):

@@ -32,7 +32,7 @@ def check_rollback(cache, max_positions):
                     f"be rolled back once it wraps; this generation may need {max_positions}. Use a DynamicCache")
         elif isinstance(layer, StaticLayer) and layer.max_cache_len < max_positions:
             raise ValueError(f"cache has room for {layer.max_cache_len} positions; this generation may need "
-                             f"{max_positions} (prompt + new tokens + one draft)")
+                             f"{max_positions} (prompt + new tokens)")
 
 
 def start_recording(cache):

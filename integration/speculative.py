@@ -68,8 +68,8 @@ class SpeculativeGenerator:
         if plan.do_sample:
             accept = functools.partial(sample_accept, generator=_generator(generator, seed, ids.device))
         prompt_len = ids.shape[1]
-        max_draft = max(0, plan.max_length - prompt_len - 1)
-        verifier = Verifier(self.model, plan, plan.max_length + max_draft)
+        # the cache never holds more than max_length - 1 positions: a draft is capped by the budget
+        verifier = Verifier(self.model, plan, plan.max_length)
         rec = StatsRecorder()
         scores, raw = [], []
         if plan.streamer is not None:

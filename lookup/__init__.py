@@ -2,6 +2,6 @@
 
 from .config import DraftConfig
 from .peer_rules import NgramRule, PromptLookupRule
-from .proposer import Proposer, SuffixProposer
+from .proposer import NullProposer, Proposer, SuffixProposer
 
-__all__ = ["DraftConfig", "NgramRule", "PromptLookupRule", "Proposer", "SuffixProposer"]
+__all__ = ["DraftConfig", "NgramRule", "NullProposer", "PromptLookupRule", "Proposer", "SuffixProposer"]

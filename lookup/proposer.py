@@ -27,6 +27,19 @@ class Proposer(Protocol):
         """Append the tokens accepted since the last call."""
 
 
+class NullProposer:
+    """Never drafts: every step is a plain decode step (the wrapper's own overhead, or a baseline)."""
+
+    def reset(self, tokens):
+        pass
+
+    def update(self, tokens):
+        pass
+
+    def propose(self, max_tokens):
+        return EMPTY
+
+
 class SuffixProposer:
     """Drafts the continuation that followed the longest earlier-occurring suffix of the stream.
 

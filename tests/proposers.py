@@ -38,17 +38,6 @@ class WrongProposer(OracleProposer):
         return (true + 1) % self.vocab
 
 
-class SilentProposer:
-    """Never drafts: every step is a plain decode step."""
-
-    def reset(self, tokens):
-        pass
-
-    def update(self, tokens):
-        pass
-
-    def propose(self, max_tokens):
-        return np.empty(0, dtype=np.int64)
 
 
 class GreedyDraftProposer:

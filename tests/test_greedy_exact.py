@@ -7,7 +7,9 @@ from transformers.generation.utils import GenerateDecoderOnlyOutput
 
 from draftless.integration import SpeculativeGenerator, generate
 
-from proposers import OracleProposer, SilentProposer, WrongProposer
+from draftless.lookup import NullProposer
+
+from proposers import OracleProposer, WrongProposer
 from tiny_models import SLIDING_WINDOW, VOCAB, repetitive_prompt, tiny_model
 
 KINDS = ["llama", "gemma3", "qwen2", "gpt2"]
@@ -113,7 +115,7 @@ def test_max_length_instead_of_max_new_tokens():
 def test_no_draft_ever_is_plain_decoding():
     model = tiny_model("gpt2")
     ids = repetitive_prompt(10)
-    gen = SpeculativeGenerator(model, proposer=SilentProposer())
+    gen = SpeculativeGenerator(model, proposer=NullProposer())
     out = gen.generate(ids, max_new_tokens=20, eos_token_id=None)
     assert torch.equal(out, vanilla(model, ids, max_new_tokens=20, eos_token_id=None))
     assert gen.last_stats.drafted == 0 and gen.last_stats.passes == 19
@@ -190,10 +192,12 @@ def test_static_cache_passed_by_the_caller():
     model = tiny_model("llama")
     ids = repetitive_prompt(20)
     ref = vanilla(model, ids, max_new_tokens=30, eos_token_id=None)
-    cache = StaticCache(config=model.config, max_cache_len=128)
+    cache = StaticCache(config=model.config, max_cache_len=50)  # exactly prompt + new tokens, as generate needs
     gen = SpeculativeGenerator(model)
     assert torch.equal(gen.generate(ids, max_new_tokens=30, eos_token_id=None, cache=cache), ref)
     assert gen.last_stats.accepted > 0
+    with pytest.raises(ValueError, match="room for 40 positions"):
+        gen.generate(ids, max_new_tokens=30, cache=StaticCache(config=model.config, max_cache_len=40))
 
 
 def test_static_sliding_window_cache_that_would_wrap_is_refused_up_front():
