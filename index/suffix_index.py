@@ -11,6 +11,7 @@ from .transitions import rebuild_table
 from .validation import as_token_array, check_positive_int, check_vocab_size
 
 DEFAULT_RECENCY_DEPTH = 64
+MAX_TOKENS = 2**29  # states (< 2n) and edges (< 3n) must fit in int32 row indices
 
 
 class Match(NamedTuple):
@@ -70,8 +71,8 @@ class SuffixIndex:
             arr = self._one
         else:
             arr = as_token_array(tokens, self.vocab_size)
-            if int(self._meta[L.N_TOKENS]) + arr.size > L_MAX_TOKENS:
-                raise ValueError(f"tokens would grow the index past {L_MAX_TOKENS} tokens")
+        if self._meta[L.N_TOKENS] + arr.size > MAX_TOKENS:
+            raise ValueError(f"tokens would grow the index past {MAX_TOKENS} tokens")
         done = 0
         while done < arr.size:
             rest = arr[done:] if done else arr
@@ -195,8 +196,6 @@ class SuffixIndex:
         return (f"SuffixIndex(tokens={len(self)}, states={self.num_states}, edges={self.num_edges}, "
                 f"vocab_size={self.vocab_size})")
 
-
-L_MAX_TOKENS = 2**29  # states (< 2n) and edges (< 3n) must fit in int32
 
 
 def _doubled(arr, used, need):
