@@ -185,3 +185,27 @@ def test_eos_and_budget_under_sampling(model):
         new = out[0, PROMPT.shape[1]:].tolist()
         assert 1 <= len(new) <= 15
         assert 7 not in new[:-1] and (len(new) == 15 or new[-1] == 7)
+
+
+def test_streaming_and_stop_criteria_under_sampling(model):
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    class Collect:
+        def __init__(self):
+            self.chunks = []
+
+        def put(self, value):
+            self.chunks.append(value.view(-1).tolist())
+
+        def end(self):
+            pass
+
+    class StopAt(StoppingCriteria):
+        def __call__(self, input_ids, scores, **kwargs):
+            return torch.full((input_ids.shape[0],), input_ids.shape[1] >= PROMPT.shape[1] + 9, dtype=torch.bool)
+
+    streamer = Collect()
+    out = generate(model, PROMPT, do_sample=True, max_new_tokens=30, eos_token_id=None, seed=4, streamer=streamer,
+                   stopping_criteria=StoppingCriteriaList([StopAt()]))
+    assert out.shape[1] == PROMPT.shape[1] + 9
+    assert streamer.chunks[0] == PROMPT[0].tolist() and sum(streamer.chunks[1:], []) == out[0, PROMPT.shape[1]:].tolist()
