@@ -1,0 +1,102 @@
+"""The adaptive drafting policy's arithmetic on synthetic acceptance streams (no model, no timing)."""
+
+import numpy as np
+import pytest
+
+from draftless.lookup.acceptance_model import AcceptanceModel, bucket, expected_accepted
+from draftless.lookup.adaptive import AdaptiveConfig, AdaptiveProposer, best_draft_length
+from draftless.lookup.cost_model import FLAT, CostCurve, OnlineCost
+
+CPU = CostCurve((0, 1, 16, 32, 64), (1.0, 1.05, 2.3, 3.1, 4.8))
+
+
+def drive(proposer, truth, prompt_len):
+    """Replay ``truth`` through the proposer as the verification loop would; returns chosen k per step."""
+    truth = np.asarray(truth)
+    proposer.reset(truth[: prompt_len + 1])
+    pos, ks = prompt_len + 1, []
+    while pos < truth.size:
+        draft = proposer.propose(truth.size - pos - 1)
+        ks.append(draft.size)
+        n = 0
+        while n < draft.size and draft[n] == truth[pos + n]:
+            n += 1
+        proposer.update(truth[pos: pos + n + 1])
+        pos += n + 1
+    return ks
+
+
+def test_expected_accepted_closed_form():
+    assert expected_accepted(0.5, [0, 1, 2]).tolist() == [0.0, 0.5, 0.75]
+    assert expected_accepted(1.0, [3]).tolist() == [3.0]
+    assert [bucket(x) for x in (1, 2, 3, 4, 5, 8, 9, 16, 17, 33, 1000)] == [0, 1, 2, 2, 3, 3, 4, 4, 5, 6, 6]
+
+
+def test_best_length_follows_cost_and_rate():
+    assert best_draft_length(0.99, 64, CPU.at) >= 56  # nearly certain: (almost) as long as allowed
+    assert best_draft_length(0.02, 64, CPU.at) == 0  # hopeless: a plain step
+    assert best_draft_length(0.3, 64, FLAT.at) >= 30  # free passes: long drafts never hurt (E saturates)
+    assert 0 < best_draft_length(0.8, 64, CPU.at) < 64  # in between
+
+
+def test_drafts_long_when_everything_is_accepted():
+    block = list(range(100, 180))
+    ks = drive(AdaptiveProposer(cost=CPU), block * 5, prompt_len=len(block))
+    assert max(ks) == 64 and ks[-3] >= 32  # grows to the cap while copying
+
+
+def test_falls_to_plain_steps_when_nothing_is_accepted():
+    rng = np.random.default_rng(0)
+    # random tokens over 50 ids: matches are 1-token coincidences whose continuation is right 1 time in 50,
+    # below the 5% that a 1-token draft costs on this curve
+    stream = rng.integers(0, 50, 800).tolist()
+    p = AdaptiveProposer(cost=CPU)
+    ks = drive(p, stream, prompt_len=50)
+    assert np.mean(np.array(ks[-100:]) == 0) > 0.8
+
+
+def test_recovers_when_the_text_starts_repeating():
+    rng = np.random.default_rng(1)
+    noise = rng.integers(0, 50, 400).tolist()
+    block = list(range(100, 160))
+    ks = drive(AdaptiveProposer(cost=CPU), noise + block + block + block, prompt_len=50)
+    assert np.mean(np.array(ks[-30:-10]) == 0) > 0.5  # mostly plain steps in the noise
+    assert max(ks[-10:]) >= 20 and sum(ks[-10:]) >= 60  # long drafts again once the block repeats
+
+
+def test_online_cost_follows_a_slower_machine():
+    cost = OnlineCost(CPU, weight=0.5)
+    for _ in range(20):
+        cost.observe(16, 2 * CPU.at(16))
+    assert cost.cost(0) == pytest.approx(2.0, rel=1e-3)
+
+
+def test_acceptance_model_learns_and_forgets():
+    m = AcceptanceModel(forgetting=0.9)
+    prior = m.rate(20, True)
+    for _ in range(30):
+        m.observe(20, True, accepted=0, drafted=8)
+    assert m.rate(20, True) < 0.3 < prior
+    for _ in range(30):
+        m.observe(20, True, accepted=8, drafted=8)
+    assert m.rate(20, True) > 0.8
+    assert m.rate(20, False) == pytest.approx(prior)  # the other source is untouched
+
+
+@pytest.mark.parametrize("kwargs, error", [
+    ({"max_draft": 0}, ValueError), ({"min_match": 1.5}, TypeError), ({"occurrence": "frequent"}, ValueError),
+    ({"prior_strength": 0}, ValueError), ({"forgetting": 1.5}, ValueError),
+])
+def test_config_is_validated(kwargs, error):
+    with pytest.raises(error, match=next(iter(kwargs))):
+        AdaptiveConfig(**kwargs)
+
+
+def test_cost_curve_is_validated_and_interpolates():
+    with pytest.raises(ValueError, match="start at 0"):
+        CostCurve((1, 2), (1.0, 2.0))
+    with pytest.raises(ValueError, match="positive"):
+        CostCurve((0, 2), (1.0, 0.0))
+    assert CPU.at(8) == pytest.approx(1.05 + (2.3 - 1.05) * 7 / 15)
+    assert CPU.at(128) == pytest.approx(4.8 + (4.8 - 3.1) / 32 * 64)
+    assert CPU.relative().at(0) == 1.0
