@@ -54,7 +54,9 @@ def _warm_up(model, tokenizer):
     SpeculativeGenerator(model, tokenizer).generate(**inputs, max_new_tokens=4)
 
 
-def run(model_name, suites, methods, limit, max_new_tokens, progress=True, temperature=None, top_p=None):
+def run(model_name, suites, methods, limit, max_new_tokens, progress=True, temperature=None, top_p=None,
+        checkpoint=None):
+    """Run the benchmark; ``checkpoint(result)`` is called after every prompt with the result so far."""
     t0 = time.perf_counter()
     model, tokenizer = load_model(model_name)
     load_s = time.perf_counter() - t0
@@ -68,6 +70,13 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
     names = expand(methods, sampling=bool(sampling))
     tasks = [task for suite in suites for task in build(suite, limit)]
     runs, outputs, mismatches = [], [], []
+
+    def result():
+        return {"model": model_name, "max_new_tokens": max_new_tokens, "suites": list(suites), "methods": names,
+                "sampling": sampling, "load_s": round(load_s, 2), "compile_s": round(compile_s, 2),
+                "threads": torch.get_num_threads(), "runs": runs, "summary": report.summarize(runs),
+                "mismatches": mismatches, "outputs": outputs}
+
     bar = tqdm(total=sum(len(t.turns) for t in tasks) * len(names), desc="runs", disable=not progress,
                file=sys.stderr)
     for n_task, task in enumerate(tasks):
@@ -104,11 +113,10 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
                     "passes": stats.passes if stats else None,
                 })
                 bar.update()
+        if checkpoint is not None:
+            checkpoint(result())
     bar.close()
-    return {"model": model_name, "max_new_tokens": max_new_tokens, "suites": list(suites), "methods": names,
-            "sampling": sampling,
-            "load_s": round(load_s, 2), "compile_s": round(compile_s, 2), "threads": torch.get_num_threads(),
-            "runs": runs, "summary": report.summarize(runs), "mismatches": mismatches, "outputs": outputs}
+    return result()
 
 
 def _csv(value, allowed, what):
@@ -142,8 +150,9 @@ def main(argv=None):
         parser.error("--limit must be >= 1")
     if args.max_new_tokens < 1:
         parser.error("--max-new-tokens must be >= 1")
+    save = (lambda partial: args.json.write_text(json.dumps(partial, indent=1))) if args.json else None
     result = run(args.model, args.suite, args.methods, args.limit, args.max_new_tokens,
-                 temperature=args.temperature, top_p=args.top_p)
+                 temperature=args.temperature, top_p=args.top_p, checkpoint=save)
     print(f"model load: {result['load_s']} s; Numba compile and warm-up: {result['compile_s']} s")
     table = report.markdown(result["summary"], result["model"])
     print(table)
