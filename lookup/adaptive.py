@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from draftless.index import SuffixIndex
+from draftless.index.validation import check_positive_int
 
 from .acceptance_model import AcceptanceModel, expected_accepted
 from .cost_model import CostCurve, OnlineCost
@@ -34,11 +35,7 @@ class AdaptiveConfig:
 
     def __post_init__(self):
         for name in ("max_draft", "min_match"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-            if value < 1:
-                raise ValueError(f"{name} must be >= 1, got {value}")
+            check_positive_int(getattr(self, name), name)
         if self.occurrence not in ("recent", "first"):
             raise ValueError(f"occurrence must be 'recent' or 'first', got {self.occurrence!r}")
         if not self.prior_strength > 0:

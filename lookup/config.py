@@ -2,6 +2,8 @@
 
 from dataclasses import dataclass
 
+from draftless.index.validation import check_positive_int
+
 OCCURRENCES = ("recent", "first", "frequent")
 
 
@@ -22,10 +24,6 @@ class DraftConfig:
 
     def __post_init__(self):
         for name in ("min_match", "max_draft"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-            if value < 1:
-                raise ValueError(f"{name} must be >= 1, got {value}")
+            check_positive_int(getattr(self, name), name)
         if self.occurrence not in OCCURRENCES:
             raise ValueError(f"occurrence must be one of {OCCURRENCES}, got {self.occurrence!r}")
