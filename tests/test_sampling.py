@@ -91,7 +91,26 @@ SETTINGS = {
     "repetition_penalty_1.5": {"repetition_penalty": 1.5, "top_k": 0},
     "min_p_0.05": {"min_p": 0.05, "top_k": 0},
     "typical_p_0.9": {"typical_p": 0.9, "top_k": 0},
+    "no_repeat_2_and_bad_words": {"no_repeat_ngram_size": 2, "bad_words_ids": [[7], [5, 9]], "top_k": 0},
 }
+
+
+class FavourEvenIds:
+    """A caller's own logits processor: +1.5 to every even id (a custom entry of ``logits_processor``)."""
+
+    def __call__(self, input_ids, scores):
+        scores = scores.clone()
+        scores[:, ::2] += 1.5
+        return scores
+
+
+def test_custom_logits_processor_same_distribution(model):
+    from transformers import LogitsProcessorList
+
+    settings = {"logits_processor": LogitsProcessorList([FavourEvenIds()]), "temperature": 1.3, "top_k": 0}
+    ours, _, accepted = draftless_counts(model, settings)
+    stat, df, p = chi_square_homogeneity(ours, reference_counts(model, settings))
+    assert accepted > 0 and p > ALPHA, f"chi2={stat:.1f}, df={df}, p={p:.2e}"
 
 
 @pytest.fixture(scope="module")
