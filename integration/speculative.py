@@ -81,6 +81,7 @@ class SpeculativeGenerator:
         rec.prefill_s = time.perf_counter() - t0
         ids, done = self._append(plan, ids, tokens, chosen, logits, scores, raw)
         self.proposer.reset(ids[0].cpu().numpy())
+        record_cost = getattr(self.proposer, "record_pass", None)
         while not done:
             budget = plan.max_length - ids.shape[1]  # tokens still allowed; one is always the bonus
             t0 = time.perf_counter()
@@ -92,6 +93,8 @@ class SpeculativeGenerator:
             verifier.rollback(draft.shape[0] - n)
             t2 = time.perf_counter()
             rec.record_pass(int(draft.shape[0]), n)
+            if record_cost is not None:  # an adaptive proposer refines its cost model with real passes
+                record_cost(int(draft.shape[0]), t2 - t1)
             before = ids.shape[1]
             ids, done = self._append(plan, ids, tokens, chosen, logits[: n + 1], scores, raw)
             self.proposer.update(ids[0, before:].cpu().numpy())

@@ -100,3 +100,20 @@ def test_cost_curve_is_validated_and_interpolates():
     assert CPU.at(8) == pytest.approx(1.05 + (2.3 - 1.05) * 7 / 15)
     assert CPU.at(128) == pytest.approx(4.8 + (4.8 - 3.1) / 32 * 64)
     assert CPU.relative().at(0) == 1.0
+
+
+def test_adaptive_proposer_in_the_verification_loop_is_exact_and_learns_cost():
+    import torch
+
+    from draftless.integration import SpeculativeGenerator
+
+    from tiny_models import repetitive_prompt, tiny_model
+
+    model = tiny_model("gemma3")
+    ids = repetitive_prompt(30)
+    proposer = AdaptiveProposer(cost=CostCurve((0, 64), (1e-3, 2e-3)))  # a deliberately wrong scale
+    gen = SpeculativeGenerator(model, proposer=proposer)
+    out = gen.generate(ids, max_new_tokens=40, eos_token_id=None)
+    assert torch.equal(out, model.generate(ids, do_sample=False, max_new_tokens=40, eos_token_id=None))
+    assert proposer.cost.scale != 1.0  # the loop reported its passes' real durations
+    assert len(proposer.chosen) == gen.last_stats.passes and gen.last_stats.accepted > 0
