@@ -150,7 +150,7 @@ def _first_stop(plan, ids, start):
             candidates.append(start + i)
             break
     if plan.stop_strings is not None:
-        j = plan.stop_strings.first_stop(ids[0].tolist(), start)
+        j = plan.stop_strings.first_stop(ids[0], start)  # the tensor: only a tail window is decoded
         if j is not None:
             candidates.append(j)
     if len(plan.stopping_criteria):

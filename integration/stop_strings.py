@@ -29,7 +29,8 @@ class StopStringMatcher:
         return self.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
 
     def first_stop(self, ids, start):
-        """Index ``j >= start`` of the first token of ``ids`` that completes a stop string, else None."""
+        """Index ``j >= start`` of the first token of ``ids`` (a 1-D sequence or tensor of ids) that completes a
+        stop string, else None. Only a window of tokens before ``start`` is read."""
         if start >= len(ids):
             return None
         window = max(0, start - (self.max_chars + 2))
