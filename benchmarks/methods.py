@@ -7,30 +7,11 @@ peers' drafting rules into draftless's verification loop; ``oracle_k*`` drafts t
 (``reference``, from the vanilla run) in linear drafts of k tokens: the ceiling for linear drafting.
 """
 
-import numpy as np
 
 from draftless.integration import SpeculativeGenerator
 from draftless.lookup import NgramRule, PromptLookupRule
 
-ORACLE_KS = (8, 16, 32)
-
-
-class OracleProposer:
-    """Drafts the next ``k`` tokens of a known continuation."""
-
-    def __init__(self, reference, k):
-        self.reference = np.asarray(reference, dtype=np.int64)
-        self.k = k
-        self.seen = 0
-
-    def reset(self, tokens):
-        self.seen = len(tokens)
-
-    def update(self, tokens):
-        self.seen += len(tokens)
-
-    def propose(self, max_tokens):
-        return self.reference[self.seen: self.seen + min(self.k, max_tokens)]
+from .oracle import ORACLE_KS, OracleProposer
 
 
 def _hf(**extra):

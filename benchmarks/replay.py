@@ -6,7 +6,8 @@ No model runs: the recorded continuation is the truth, so each step accepts the 
 equals it, then one bonus token, exactly as greedy verification would. Per drafting configuration and suite
 it reports passes, mean accepted length (tokens per pass, bonus included), acceptance rate per draft
 position, the drafting cost per step, and a speedup estimate: tokens produced per unit of modelled time,
-with each pass of k draft tokens costing c(k) of a cost curve (by default Gemma 3 270M on a 2-core CPU),
+with each pass of k draft tokens costing c(k) of a cost curve (the one the run calibrated, when its JSON
+holds one; otherwise Gemma 3 270M on a 2-core CPU),
 relative to plain decoding at c(0) per token. It takes seconds, which is how drafting defaults get chosen.
 """
 
@@ -22,21 +23,33 @@ import numpy as np
 
 from draftless.lookup import DraftConfig, NgramRule, PromptLookupRule, SuffixProposer
 from draftless.lookup.adaptive import CPU_SMALL_MODEL, AdaptiveConfig, AdaptiveProposer
+from draftless.lookup.cost_model import CostCurve
+
+from .oracle import ORACLE_KS, OracleProposer
 
 
-def configurations(grid=False):
-    """Named proposer factories: the defaults and the peers' rules, plus a grid of suffix settings."""
+def configurations(grid=False, cost=CPU_SMALL_MODEL):
+    """Named proposer factories (each takes the true sequence, which only the oracle reads): the library's
+    default, the fixed-length suffix proposer, the peers' rules and the oracle, plus with ``grid`` a grid of
+    suffix and adaptive settings."""
     configs = {
-        "draftless": lambda: SuffixProposer(DraftConfig()),
-        "rule_pld": PromptLookupRule,
-        "rule_ngram32": NgramRule,
-        "adaptive": lambda: AdaptiveProposer(AdaptiveConfig()),
+        "draftless": lambda truth: AdaptiveProposer(AdaptiveConfig(), cost=cost),
+        "suffix_fixed": lambda truth: SuffixProposer(DraftConfig()),
+        "rule_pld": lambda truth: PromptLookupRule(),
+        "rule_ngram32": lambda truth: NgramRule(),
+        **{f"oracle_k{k}": lambda truth, k=k: OracleProposer(truth, k) for k in ORACLE_KS},
     }
     if grid:
         for occurrence, max_draft, min_match in itertools.product(("recent", "first", "frequent"), (8, 16, 32),
                                                                   (1, 2, 3)):
             cfg = DraftConfig(min_match=min_match, max_draft=max_draft, occurrence=occurrence)
-            configs[f"suffix_{occurrence}_k{max_draft}_m{min_match}"] = lambda cfg=cfg: SuffixProposer(cfg)
+            configs[f"suffix_{occurrence}_k{max_draft}_m{min_match}"] = lambda truth, cfg=cfg: SuffixProposer(cfg)
+        for occurrence, strength, forgetting, max_draft in itertools.product(
+                ("recent", "first"), (1.0, 2.0, 8.0), (0.9, 0.95, 0.98, 1.0), (32, 64)):
+            cfg = AdaptiveConfig(max_draft=max_draft, occurrence=occurrence, prior_strength=strength,
+                                 forgetting=forgetting)
+            name = f"adaptive_{occurrence}_s{strength:g}_f{forgetting:g}_k{max_draft}"
+            configs[name] = lambda truth, cfg=cfg: AdaptiveProposer(cfg, cost=cost)
     return configs
 
 
@@ -71,12 +84,12 @@ def replay_one(proposer, tokens, prompt_len):
 def replay(outputs, configs, cost=CPU_SMALL_MODEL):
     rows = []
     for make in configs.values():  # load compiled kernels before anything is timed
-        replay_one(make(), [1, 2, 3, 1, 2, 3, 1, 2], 3)
+        replay_one(make(np.array([1, 2, 3, 1, 2, 3, 1, 2])), [1, 2, 3, 1, 2, 3, 1, 2], 3)
     for name, make in configs.items():
         per_suite = defaultdict(lambda: {"passes": 0, "accepted": 0, "drafted": 0, "seconds": 0.0, "model_s": 0.0,
                                          "hits": defaultdict(int), "tries": defaultdict(int)})
         for rec in outputs:
-            passes, accepted, drafted, seconds = replay_one(make(), rec["tokens"], rec["prompt_len"])
+            passes, accepted, drafted, seconds = replay_one(make(rec["tokens"]), rec["tokens"], rec["prompt_len"])
             for suite in (rec["suite"], "all"):
                 agg = per_suite[suite]
                 agg["passes"] += passes
@@ -128,7 +141,10 @@ def main(argv=None):
     data = json.loads(args.run_json.read_text())
     if "outputs" not in data:
         parser.error(f"{args.run_json} has no recorded outputs (write it with benchmarks.run --json)")
-    rows = replay(data["outputs"], configurations(args.grid))
+    cost = CPU_SMALL_MODEL
+    if "cost_curve" in data:  # the curve calibrated for the run's model and machine
+        cost = CostCurve(tuple(data["cost_curve"]["ks"]), tuple(data["cost_curve"]["seconds"])).relative()
+    rows = replay(data["outputs"], configurations(args.grid, cost), cost)
     sys.stdout.write(markdown(rows))
     if args.json:
         args.json.write_text(json.dumps({"source": str(args.run_json), "rows": rows}, indent=1))

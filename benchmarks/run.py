@@ -22,6 +22,7 @@ import torch
 from tqdm import tqdm
 
 from draftless.integration import SpeculativeGenerator, load_model
+from draftless.integration.calibration import cached_cost_curve
 
 from . import report
 from .methods import DEFAULT_METHODS, METHODS, expand
@@ -61,6 +62,9 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
     model, tokenizer = load_model(model_name)
     load_s = time.perf_counter() - t0
     t0 = time.perf_counter()
+    curve = cached_cost_curve(model)  # measured once per model/device/dtype/threads, then read from disk
+    calibrate_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
     _warm_up(model, tokenizer)
     compile_s = time.perf_counter() - t0
     sampling = {}
@@ -74,6 +78,8 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
     def result():
         return {"model": model_name, "max_new_tokens": max_new_tokens, "suites": list(suites), "methods": names,
                 "sampling": sampling, "load_s": round(load_s, 2), "compile_s": round(compile_s, 2),
+                "calibrate_s": round(calibrate_s, 2),
+                "cost_curve": {"ks": list(curve.ks), "seconds": [round(x, 5) for x in curve.seconds]},
                 "threads": torch.get_num_threads(), "runs": runs, "summary": report.summarize(runs),
                 "mismatches": mismatches, "outputs": outputs}
 
@@ -112,6 +118,8 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
                     "mean_accepted": round(stats.mean_accepted_length, 3) if stats and stats.passes else None,
                     "passes": stats.passes if stats else None,
                 })
+                if name == "draftless" and stats:  # what the default policy chose, pass by pass
+                    runs[-1]["draft_trace"] = [list(p) for p in stats.draft_trace]
                 bar.update()
         if checkpoint is not None:
             checkpoint(result())
@@ -154,6 +162,8 @@ def main(argv=None):
     result = run(args.model, args.suite, args.methods, args.limit, args.max_new_tokens,
                  temperature=args.temperature, top_p=args.top_p, checkpoint=save)
     print(f"model load: {result['load_s']} s; Numba compile and warm-up: {result['compile_s']} s")
+    print(f"cost curve calibration: {result['calibrate_s']} s; c(k) at k={result['cost_curve']['ks']}: "
+          f"{result['cost_curve']['seconds']} s")
     table = report.markdown(result["summary"], result["model"])
     print(table)
     if result["mismatches"]:

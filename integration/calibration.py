@@ -62,13 +62,24 @@ def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=3):
     return CostCurve(tuple(ks), tuple(seconds))
 
 
+_MEMO = {}  # (cache path, ks) -> curve: one disk read per process
+
+
 def cached_cost_curve(model, ks=DEFAULT_KS):
     """The calibrated curve for this model/device/dtype/threads, measuring it on first use."""
     path = cache_root() / "calibration" / f"{calibration_key(model)}.json"
+    memo_key = (str(path), tuple(ks))
+    if memo_key not in _MEMO:
+        _MEMO[memo_key] = _load_or_measure(model, path, tuple(ks))
+    return _MEMO[memo_key]
+
+
+def _load_or_measure(model, path, ks):
     if path.exists():
         try:
             data = json.loads(path.read_text())
-            return CostCurve(tuple(data["ks"]), tuple(data["seconds"]))
+            if tuple(data["ks"]) == ks:
+                return CostCurve(tuple(data["ks"]), tuple(data["seconds"]))
         except (ValueError, KeyError, TypeError):
             logger.warning("ignoring an unreadable calibration file %s", path)
     curve = measure_cost_curve(model, ks)

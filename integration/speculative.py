@@ -19,9 +19,10 @@ import numpy as np
 import torch
 from transformers.generation.utils import GenerateDecoderOnlyOutput
 
-from draftless.lookup import DraftConfig, SuffixProposer
+from draftless.lookup import AdaptiveConfig, AdaptiveProposer, DraftConfig, SuffixProposer
 
 from .acceptance import greedy_accept, sample_accept
+from .calibration import cached_cost_curve
 from .generation_plan import plan_generation
 from .stats import StatsRecorder
 from .verifier import Verifier
@@ -32,20 +33,27 @@ logger = logging.getLogger(__name__)
 class SpeculativeGenerator:
     """Drop-in ``generate`` for one decoder-only model.
 
-    ``config`` is a ``DraftConfig`` for the default suffix proposer; ``proposer`` replaces that proposer
-    with any object that has ``reset``/``propose``/``update`` (see ``draftless.lookup.Proposer``).
+    ``config`` chooses the built-in proposer: an ``AdaptiveConfig`` (the default: per step, the draft length
+    that maximises expected tokens per second under the model's calibrated cost curve, see
+    ``draftless.lookup.adaptive``) or a ``DraftConfig`` (a fixed-length suffix proposer). ``proposer``
+    replaces it with any object that has ``reset``/``propose``/``update`` (see ``draftless.lookup.Proposer``).
     ``last_stats`` holds the ``GenerationStats`` of the latest call.
     """
 
     def __init__(self, model, tokenizer=None, config=None, proposer=None):
         if not hasattr(model, "forward") or not hasattr(model, "generation_config"):
             raise TypeError("model must be a transformers causal language model")
-        if config is not None and not isinstance(config, DraftConfig):
-            raise TypeError(f"config must be a DraftConfig, got {type(config).__name__}")
+        if config is not None and not isinstance(config, (AdaptiveConfig, DraftConfig)):
+            raise TypeError(f"config must be an AdaptiveConfig or a DraftConfig, got {type(config).__name__}")
         self.model = model
         self.tokenizer = tokenizer
-        self.config = config if config is not None else DraftConfig()
-        self.proposer = proposer if proposer is not None else SuffixProposer(self.config)
+        self.config = config if config is not None else AdaptiveConfig()
+        if proposer is not None:
+            self.proposer = proposer
+        elif isinstance(self.config, DraftConfig):
+            self.proposer = SuffixProposer(self.config)
+        else:  # the cost curve is calibrated once per model/device/dtype/threads and cached on disk
+            self.proposer = AdaptiveProposer(self.config, cost=cached_cost_curve(model))
         self.last_stats = None
 
     @torch.no_grad()

@@ -11,6 +11,7 @@ class GenerationStats:
     plus one token of the target's own (the bonus). ``accepted_per_position[i]`` is how many passes
     accepted draft position ``i`` (so position 0 is accepted at most ``passes`` times).
     ``mean_accepted_length`` counts the bonus token: tokens produced per verification pass.
+    ``draft_trace`` holds ``(drafted, accepted)`` per pass, in order: what the drafting policy chose.
     """
 
     new_tokens: int = 0
@@ -22,6 +23,7 @@ class GenerationStats:
     propose_s: float = 0.0
     verify_s: float = 0.0
     total_s: float = 0.0
+    draft_trace: tuple = ()
 
     def __post_init__(self):
         for name in ("new_tokens", "passes", "drafted", "accepted"):
@@ -36,6 +38,10 @@ class GenerationStats:
         for name in ("prefill_s", "propose_s", "verify_s", "total_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
+        if self.draft_trace and (len(self.draft_trace) != self.passes
+                                 or sum(d for d, _ in self.draft_trace) != self.drafted
+                                 or sum(a for _, a in self.draft_trace) != self.accepted):
+            raise ValueError("draft_trace must hold one (drafted, accepted) pair per pass, summing to the totals")
 
     @property
     def mean_accepted_length(self):
@@ -58,8 +64,10 @@ class StatsRecorder:
     prefill_s: float = 0.0
     propose_s: float = 0.0
     verify_s: float = 0.0
+    trace: list = field(default_factory=list)
 
     def record_pass(self, drafted, accepted):
+        self.trace.append((drafted, accepted))
         self.passes += 1
         self.drafted += drafted
         self.accepted += accepted
@@ -72,4 +80,4 @@ class StatsRecorder:
         return GenerationStats(new_tokens=new_tokens, passes=self.passes, drafted=self.drafted,
                                accepted=self.accepted, accepted_per_position=tuple(self.per_position),
                                prefill_s=self.prefill_s, propose_s=self.propose_s, verify_s=self.verify_s,
-                               total_s=total_s)
+                               total_s=total_s, draft_trace=tuple(self.trace))

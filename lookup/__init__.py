@@ -1,7 +1,8 @@
 """Drafting policy on top of ``draftless.index`` (numpy only): which occurrence, how many tokens."""
 
+from .adaptive import AdaptiveConfig, AdaptiveProposer
 from .config import DraftConfig
 from .peer_rules import NgramRule, PromptLookupRule
 from .proposer import NullProposer, Proposer, SuffixProposer
 
-__all__ = ["DraftConfig", "NgramRule", "NullProposer", "PromptLookupRule", "Proposer", "SuffixProposer"]
+__all__ = ["AdaptiveConfig", "AdaptiveProposer", "DraftConfig", "NgramRule", "NullProposer", "PromptLookupRule", "Proposer", "SuffixProposer"]

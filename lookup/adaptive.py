@@ -17,7 +17,7 @@ import numpy as np
 from draftless.index import SuffixIndex
 from draftless.index.validation import check_positive_int
 
-from .acceptance_model import AcceptanceModel, expected_accepted
+from .acceptance_model import AcceptanceModel
 from .cost_model import CostCurve, OnlineCost
 
 EMPTY = np.empty(0, dtype=np.int64)
@@ -44,10 +44,10 @@ class AdaptiveConfig:
             raise ValueError(f"forgetting must be in (0, 1], got {self.forgetting}")
 
 
-def best_draft_length(rate, k_max, cost):
-    """The k in 0..k_max that maximises (1 + E[accepted | k]) / cost(k)."""
-    ks = np.arange(k_max + 1)
-    value = (1.0 + expected_accepted(rate, ks)) / np.asarray(cost(ks), dtype=np.float64)
+def best_draft_length(expected, cost):
+    """The k that maximises (1 + E[accepted | k]) / cost(k), given ``expected[k] = E[accepted | k]``."""
+    expected = np.asarray(expected, dtype=np.float64)
+    value = (1.0 + expected) / np.asarray(cost(np.arange(expected.size)), dtype=np.float64)
     return int(np.argmax(value))
 
 
@@ -79,8 +79,8 @@ class AdaptiveProposer:
         end = match.recent_end if self.config.occurrence == "recent" else match.first_end
         from_prompt = end < self.prompt_len
         available = len(self.index) - 1 - end
-        rate = self.acceptance.rate(match.length, from_prompt)
-        k = best_draft_length(rate, min(k_cap, available), self.cost.cost)
+        expected = self.acceptance.expected(match.length, from_prompt, min(k_cap, available))
+        k = best_draft_length(expected, self.cost.cost)
         self.chosen.append((len(self.index), k))
         if k == 0:
             return EMPTY

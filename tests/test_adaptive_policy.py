@@ -26,17 +26,32 @@ def drive(proposer, truth, prompt_len):
     return ks
 
 
-def test_expected_accepted_closed_form():
-    assert expected_accepted(0.5, [0, 1, 2]).tolist() == [0.0, 0.5, 0.75]
-    assert expected_accepted(1.0, [3]).tolist() == [3.0]
-    assert [bucket(x) for x in (1, 2, 3, 4, 5, 8, 9, 16, 17, 33, 1000)] == [0, 1, 2, 2, 3, 3, 4, 4, 5, 6, 6]
+def test_expected_accepted_is_the_sum_of_survivals():
+    assert expected_accepted([0.5, 0.5]).tolist() == [0.0, 0.5, 0.75]
+    assert expected_accepted([1.0, 1.0, 1.0]).tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert expected_accepted([0.5, 1.0, 0.0]).tolist() == [0.0, 0.5, 1.0, 1.0]
+    assert [bucket(x) for x in (1, 2, 3, 4, 5, 6, 8, 11, 12, 64, 1000)] == [0, 1, 2, 3, 3, 4, 5, 5, 6, 11, 11]
+    assert bucket(np.array([1, 3, 70])).tolist() == [0, 2, 11]
+
+
+def test_rates_grow_along_a_draft_with_the_matched_length():
+    m = AcceptanceModel()
+    rates = m.rates(1 + np.arange(64), True)
+    assert np.all(np.diff(rates) >= 0) and rates[0] < 0.5 < 0.95 < rates[-1]
+    e = m.expected(1, True, 64)
+    assert e.shape == (65,) and e[0] == 0 and np.all(np.diff(e) > 0)
+    assert m.expected(40, True, 64)[-1] > 4 * e[-1] / 2  # a long match is worth a longer draft
+
+
+def constant(a, k):
+    return expected_accepted(np.full(k, a))
 
 
 def test_best_length_follows_cost_and_rate():
-    assert best_draft_length(0.99, 64, CPU.at) >= 56  # nearly certain: (almost) as long as allowed
-    assert best_draft_length(0.02, 64, CPU.at) == 0  # hopeless: a plain step
-    assert best_draft_length(0.3, 64, FLAT.at) >= 30  # free passes: long drafts never hurt (E saturates)
-    assert 0 < best_draft_length(0.8, 64, CPU.at) < 64  # in between
+    assert best_draft_length(constant(0.995, 64), CPU.at) >= 56  # nearly certain: (almost) as long as allowed
+    assert best_draft_length(constant(0.02, 64), CPU.at) == 0  # hopeless: a plain step
+    assert best_draft_length(constant(0.3, 64), FLAT.at) >= 30  # free passes: long drafts never hurt
+    assert 0 < best_draft_length(constant(0.8, 64), CPU.at) < 64  # in between
 
 
 def test_drafts_long_when_everything_is_accepted():
@@ -79,7 +94,7 @@ def test_acceptance_model_learns_and_forgets():
     assert m.rate(20, True) < 0.3 < prior
     for _ in range(30):
         m.observe(20, True, accepted=8, drafted=8)
-    assert m.rate(20, True) > 0.8
+    assert m.rate(20, True) > 0.8 and m.rate(27, True) > 0.8  # positions 20..27 were all judged
     assert m.rate(20, False) == pytest.approx(prior)  # the other source is untouched
 
 

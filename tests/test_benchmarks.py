@@ -99,9 +99,9 @@ def test_replay_on_a_recorded_run(tmp_path):
 
     prompt = [5, 6, 7, 8, 9, 5, 6]
     tokens = prompt + [7, 8, 9, 5, 6, 7, 8, 3]
-    # draftless default: after "5 6 | 7" the match "5 6 7" drafts what followed it, "8 9 5 6 7" (up to the end
+    # the fixed-length suffix proposer: after "5 6 | 7" the match "5 6 7" drafts what followed it, "8 9 5 6 7" (up to the end
     # of the stream): all accepted, bonus 8. Then "... 7 8" drafts "9 ...", but the truth is the final 3.
-    passes, accepted, drafted, _ = replay_one(configurations()["draftless"](), tokens, len(prompt))
+    passes, accepted, drafted, _ = replay_one(configurations()["suffix_fixed"](tokens), tokens, len(prompt))
     assert sum(accepted) + passes == len(tokens) - len(prompt) - 1
     assert accepted == [5, 0] and drafted[0] == 5
     run = {"outputs": [{"suite": "code_edit", "prompt_id": "p", "prompt_len": len(prompt), "tokens": tokens},
@@ -110,8 +110,10 @@ def test_replay_on_a_recorded_run(tmp_path):
     path.write_text(json.dumps(run))
     rows = replay_main([str(path), "--grid", "--json", str(tmp_path / "replay.json")])
     by = {(r["config"], r["suite"]): r for r in rows}
-    assert by[("draftless", "code_edit")]["mean_accepted"] == 3.5  # 7 tokens in 2 passes
-    assert by[("draftless", "qa")]["mean_accepted"] == 1.0  # nothing repeats: one token per pass
+    assert by[("suffix_fixed", "code_edit")]["mean_accepted"] == 3.5  # 7 tokens in 2 passes
+    assert by[("suffix_fixed", "qa")]["mean_accepted"] == 1.0  # nothing repeats: one token per pass
+    assert by[("draftless", "qa")]["mean_accepted"] == 1.0 and by[("draftless", "code_edit")]["passes"] >= 1
+    assert by[("oracle_k8", "code_edit")]["mean_accepted"] == 7.0  # the truth in one pass
     assert by[("rule_pld", "code_edit")]["passes"] >= 1
     assert ("suffix_frequent_k8_m1", "all") in by
     assert json.loads((tmp_path / "replay.json").read_text())["rows"]

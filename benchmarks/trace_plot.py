@@ -1,0 +1,93 @@
+"""What the default drafting policy chose, pass by pass, over one long generation.
+
+    python -m benchmarks.trace_plot [--model M] [--suite code_edit] [--prompt-id code_5]
+                                    [--max-new-tokens 512] --plot PATH [--json PATH]
+
+Runs the library's default ``generate`` on one benchmark prompt and plots, against the number of tokens
+generated so far, the draft length k the policy chose for each verification pass and how many of those
+tokens the model accepted. Greedy output is checked against ``model.generate``.
+"""
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from draftless.integration import SpeculativeGenerator, load_model
+
+from .run import _encode
+from .suites import SUITES, build, render
+
+
+def trace(model_name, suite, prompt_id, max_new_tokens):
+    model, tokenizer = load_model(model_name)
+    tasks = [t for t in build(suite) if prompt_id is None or t.prompt_id == prompt_id]
+    if not tasks:
+        raise ValueError(f"no prompt {prompt_id!r} in suite {suite!r}")
+    task = tasks[0]
+    inputs = _encode(tokenizer, render(task, tokenizer))
+    gen = SpeculativeGenerator(model, tokenizer)
+    t0 = time.perf_counter()
+    out = gen.generate(**inputs, max_new_tokens=max_new_tokens)
+    seconds = time.perf_counter() - t0
+    reference = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False)
+    stats = gen.last_stats
+    return {"model": model_name, "suite": suite, "prompt_id": task.prompt_id,
+            "prompt_tokens": int(inputs["input_ids"].shape[1]), "new_tokens": stats.new_tokens,
+            "seconds": round(seconds, 3), "passes": stats.passes,
+            "mean_accepted": round(stats.mean_accepted_length, 3),
+            "identical_to_vanilla": bool(torch.equal(out, reference)),
+            "draft_trace": [list(p) for p in stats.draft_trace]}
+
+
+def plot(result, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    done, xs, ks, accepted = 1, [], [], []  # the prefill produced the first token
+    for k, a in result["draft_trace"]:
+        xs.append(done)
+        ks.append(k)
+        accepted.append(a)
+        done += a + 1
+    fig, ax = plt.subplots(figsize=(10, 4))
+    ax.step(xs, ks, where="post", label="draft length k chosen", color="tab:blue")
+    ax.scatter(xs, accepted, s=12, color="tab:orange", label="draft tokens accepted", zorder=3)
+    ax.set_xlabel("tokens generated before the pass")
+    ax.set_ylabel("tokens")
+    ax.set_title(f"{result['model']}, {result['suite']}/{result['prompt_id']}: {result['new_tokens']} tokens in "
+                 f"{result['passes']} passes (mean accepted {result['mean_accepted']:.2f} incl. bonus)")
+    ax.legend(loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.trace_plot", description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="gemma-3-270m")
+    parser.add_argument("--suite", default="code_edit", choices=list(SUITES))
+    parser.add_argument("--prompt-id", default=None, help="a prompt of the suite (default: its first)")
+    parser.add_argument("--max-new-tokens", type=int, default=512)
+    parser.add_argument("--plot", type=Path, required=True)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    if args.max_new_tokens < 1:
+        parser.error("--max-new-tokens must be >= 1")
+    result = trace(args.model, args.suite, args.prompt_id, args.max_new_tokens)
+    plot(result, args.plot)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+    sys.stdout.write(f"{result['prompt_id']}: {result['new_tokens']} tokens, {result['passes']} passes, "
+                     f"mean accepted {result['mean_accepted']}, identical to vanilla: "
+                     f"{result['identical_to_vanilla']}; k per pass: {[k for k, _ in result['draft_trace']]}\n")
+    return result
+
+
+if __name__ == "__main__":
+    main()
