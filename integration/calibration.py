@@ -1,6 +1,7 @@
-"""Calibrating the target's cost curve c(k): seconds of one verification pass over 1 + k tokens.
+"""Calibrating the target: the output layer's row padding (``head_padding``) and the cost curve c(k),
+seconds of one verification pass over 1 + k tokens (measured with that padding in place).
 
-Measured once for the actual model, device, dtype and thread count (a second or two on a small model) and
+Measured once for the actual model, device, dtype and thread count (a few seconds on a small model) and
 cached on disk under the user cache dir, keyed by all four (and the torch version): a changed dtype or
 thread count recalibrates. The adaptive policy then scales the curve online by the passes the run makes.
 """
@@ -16,11 +17,12 @@ import torch
 from draftless.lookup.cost_model import CostCurve
 
 from . import kv_cache
+from .head_padding import measure_head_padding, padded_head
 from .models import cache_root
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_KS = (0, 1, 4, 16, 32, 64)
+DEFAULT_KS = (0, 1, 2, 3, 4, 8, 16, 32, 64)
 
 
 def calibration_key(model):
@@ -45,45 +47,67 @@ def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=3):
     model(input_ids=prompt, cache=cache, use_cache=True, logits_to_keep=1)
     kv_cache.start_recording(cache)
     seconds = []
-    for k in ks:
-        ids = torch.randint(0, vocab, (1, k + 1), generator=g).to(model.device)
-        positions = torch.arange(context, context + k + 1, device=model.device)[None]
-        times = []
-        for _ in range(repeats + 1):  # the first run of each shape warms up
-            t0 = time.perf_counter()
-            model(input_ids=ids, position_ids=positions, cache=cache, use_cache=True, logits_to_keep=k + 1)
-            if model.device.type == "cuda":
-                torch.cuda.synchronize()
-            times.append(time.perf_counter() - t0)
-            kv_cache.rollback(cache, k + 1)
-        seconds.append(statistics.median(times[1:]))
+    with padded_head(model, cached_head_padding(model)):
+        for k in ks:
+            seconds.append(_time_pass(model, cache, vocab, context, k, g, repeats))
     for i in range(1, len(seconds)):  # noise must not make a longer pass look cheaper
         seconds[i] = max(seconds[i], seconds[i - 1])
     return CostCurve(tuple(ks), tuple(seconds))
 
 
-_MEMO = {}  # (cache path, ks) -> curve: one disk read per process
+def _time_pass(model, cache, vocab, context, k, g, repeats):
+    """Median seconds of a pass over 1 + k tokens after ``context`` cached ones."""
+    ids = torch.randint(0, vocab, (1, k + 1), generator=g).to(model.device)
+    positions = torch.arange(context, context + k + 1, device=model.device)[None]
+    times = []
+    for _ in range(repeats + 1):  # the first run of each shape warms up
+        t0 = time.perf_counter()
+        model(input_ids=ids, position_ids=positions, cache=cache, use_cache=True, logits_to_keep=k + 1)
+        if model.device.type == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+        kv_cache.rollback(cache, k + 1)
+    return statistics.median(times[1:])
+
+
+_MEMO = {}  # cache file -> decoded value: one disk read per process
+
+
+def _cached(model, kind, measure, encode, decode):
+    """``decode`` of the cached ``kind`` file for this model/device/dtype/threads, or ``measure()`` stored."""
+    path = cache_root() / "calibration" / f"{calibration_key(model)}-{kind}.json"
+    key = str(path)
+    if key in _MEMO:
+        return _MEMO[key]
+    value = None
+    if path.exists():
+        try:
+            value = decode(json.loads(path.read_text()))
+        except (ValueError, KeyError, TypeError):
+            logger.warning("ignoring an unreadable calibration file %s", path)
+    if value is None:
+        value = measure()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(encode(value)))
+        logger.info("calibrated %s for %s: %s", kind, path.stem, value)
+    _MEMO[key] = value
+    return value
+
+
+def cached_head_padding(model):
+    """The output layer's row padding for this model/device/dtype/threads, measured on first use."""
+    return _cached(model, "head", lambda: measure_head_padding(model), lambda pad: {"pad_to": list(pad)},
+                   lambda data: tuple(int(x) for x in data["pad_to"]))
 
 
 def cached_cost_curve(model, ks=DEFAULT_KS):
     """The calibrated curve for this model/device/dtype/threads, measuring it on first use."""
-    path = cache_root() / "calibration" / f"{calibration_key(model)}.json"
-    memo_key = (str(path), tuple(ks))
-    if memo_key not in _MEMO:
-        _MEMO[memo_key] = _load_or_measure(model, path, tuple(ks))
-    return _MEMO[memo_key]
+    ks = tuple(ks)
 
+    def decode(data):
+        if tuple(data["ks"]) != ks:
+            return None
+        return CostCurve(tuple(data["ks"]), tuple(data["seconds"]))
 
-def _load_or_measure(model, path, ks):
-    if path.exists():
-        try:
-            data = json.loads(path.read_text())
-            if tuple(data["ks"]) == ks:
-                return CostCurve(tuple(data["ks"]), tuple(data["seconds"]))
-        except (ValueError, KeyError, TypeError):
-            logger.warning("ignoring an unreadable calibration file %s", path)
-    curve = measure_cost_curve(model, ks)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"ks": list(curve.ks), "seconds": list(curve.seconds)}))
-    logger.info("calibrated c(k) for %s: %s", path.stem, curve)
-    return curve
+    return _cached(model, "cost-" + "-".join(map(str, ks)), lambda: measure_cost_curve(model, ks),
+                   lambda c: {"ks": list(c.ks), "seconds": list(c.seconds)}, decode)

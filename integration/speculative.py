@@ -22,7 +22,8 @@ from transformers.generation.utils import GenerateDecoderOnlyOutput
 from draftless.lookup import AdaptiveConfig, AdaptiveProposer, DraftConfig, SuffixProposer
 
 from .acceptance import greedy_accept, sample_accept
-from .calibration import cached_cost_curve
+from .calibration import cached_cost_curve, cached_head_padding
+from .head_padding import padded_head
 from .generation_plan import plan_generation
 from .stats import StatsRecorder
 from .verifier import Verifier
@@ -54,6 +55,7 @@ class SpeculativeGenerator:
             self.proposer = SuffixProposer(self.config)
         else:  # the cost curve is calibrated once per model/device/dtype/threads and cached on disk
             self.proposer = AdaptiveProposer(self.config, cost=cached_cost_curve(model))
+        self.head_pad = cached_head_padding(model)
         self.last_stats = None
 
     @torch.no_grad()
@@ -96,7 +98,8 @@ class SpeculativeGenerator:
             draft_np = np.asarray(self.proposer.propose(budget - 1), dtype=np.int64)[: budget - 1]
             draft = torch.as_tensor(draft_np, device=ids.device)
             t1 = time.perf_counter()
-            logits = verifier.forward(ids[0, -1], draft)
+            with padded_head(self.model, self.head_pad):  # rows padded where the BLAS is faster
+                logits = verifier.forward(ids[0, -1], draft)
             n, tokens, chosen = accept(logits, draft, ids, plan.processors)
             verifier.rollback(draft.shape[0] - n)
             t2 = time.perf_counter()

@@ -42,6 +42,23 @@ def test_end_to_end_run_writes_json_markdown_and_plot(tiny_dir, tmp_path):
     assert "| code_edit | draftless |" in (tmp_path / "r.md").read_text()
     assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
     assert len(data["outputs"]) == 4  # code_edit, repetitive, and two multi_turn turns
+    assert data["cost_curve"]["ks"][0] == 0 and all(s > 0 for s in data["cost_curve"]["seconds"])
+    for r in data["runs"]:
+        if r["method"] == "draftless":  # the default policy's choices, one (drafted, accepted) pair per pass
+            assert len(r["draft_trace"]) == r["passes"] and all(0 <= a <= d for d, a in r["draft_trace"])
+
+
+def test_trace_plot_of_the_default_policy(tiny_dir, tmp_path):
+    from benchmarks.trace_plot import main as trace_main
+
+    result = trace_main(["--model", str(tiny_dir), "--suite", "repetitive", "--max-new-tokens", "20",
+                         "--plot", str(tmp_path / "k.png"), "--json", str(tmp_path / "k.json")])
+    assert result["identical_to_vanilla"] and len(result["draft_trace"]) == result["passes"]
+    assert sum(a + 1 for _, a in result["draft_trace"]) == result["new_tokens"] - 1  # the prefill's token
+    assert (tmp_path / "k.png").read_bytes()[:4] == b"\x89PNG"
+    assert json.loads((tmp_path / "k.json").read_text())["prompt_id"]
+    with pytest.raises(ValueError, match="no prompt"):
+        trace_main(["--model", str(tiny_dir), "--prompt-id", "nope", "--plot", str(tmp_path / "x.png")])
 
 
 def test_bad_options_are_refused(tiny_dir):
