@@ -22,10 +22,22 @@ from pathlib import Path
 import numpy as np
 
 from draftless.lookup import DraftConfig, NgramRule, PromptLookupRule, SuffixProposer
+from draftless.lookup.acceptance_model import DEFAULT_PRIOR
 from draftless.lookup.adaptive import CPU_SMALL_MODEL, AdaptiveConfig, AdaptiveProposer
 from draftless.lookup.cost_model import CostCurve
 
 from .oracle import ORACLE_KS, OracleProposer
+
+
+PRIOR_NAMES = {
+    DEFAULT_PRIOR: "fitted", (0.5,) * len(DEFAULT_PRIOR): "flat0.5", (0.8,) * len(DEFAULT_PRIOR): "flat0.8",
+    tuple(min(p, 0.9) for p in DEFAULT_PRIOR): "fitted_cap0.9",
+    tuple(max(p, 0.995) if i >= 7 else p for i, p in enumerate(DEFAULT_PRIOR)): "fitted_cap0.995",
+}
+ADAPTIVE_KNOBS = {
+    "occurrence": ("recent", "first"), "min_match": (1, 2, 3), "max_draft": (16, 32, 64, 128),
+    "prior_strength": (1.0, 2.0, 8.0), "forgetting": (0.9, 0.95, 0.98, 1.0), "prior": tuple(PRIOR_NAMES),
+}
 
 
 def configurations(grid=False, cost=CPU_SMALL_MODEL):
@@ -44,12 +56,11 @@ def configurations(grid=False, cost=CPU_SMALL_MODEL):
                                                                   (1, 2, 3)):
             cfg = DraftConfig(min_match=min_match, max_draft=max_draft, occurrence=occurrence)
             configs[f"suffix_{occurrence}_k{max_draft}_m{min_match}"] = lambda truth, cfg=cfg: SuffixProposer(cfg)
-        for occurrence, strength, forgetting, max_draft in itertools.product(
-                ("recent", "first"), (1.0, 2.0, 8.0), (0.9, 0.95, 0.98, 1.0), (32, 64)):
-            cfg = AdaptiveConfig(max_draft=max_draft, occurrence=occurrence, prior_strength=strength,
-                                 forgetting=forgetting)
-            name = f"adaptive_{occurrence}_s{strength:g}_f{forgetting:g}_k{max_draft}"
-            configs[name] = lambda truth, cfg=cfg: AdaptiveProposer(cfg, cost=cost)
+        for knob, values in ADAPTIVE_KNOBS.items():  # one knob at a time away from the default
+            for value in values:
+                cfg = AdaptiveConfig(**{knob: value})
+                label = value if knob != "prior" else PRIOR_NAMES[value]
+                configs[f"adaptive[{knob}={label}]"] = lambda truth, cfg=cfg: AdaptiveProposer(cfg, cost=cost)
     return configs
 
 

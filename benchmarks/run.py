@@ -13,6 +13,7 @@ outputs then differ by chance, so the identity check is skipped and the oracle i
 """
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -23,6 +24,7 @@ from tqdm import tqdm
 
 from draftless.integration import SpeculativeGenerator, load_model
 from draftless.integration.calibration import cached_cost_curve
+from draftless.lookup import AdaptiveConfig
 
 from . import report
 from .methods import DEFAULT_METHODS, METHODS, expand
@@ -79,6 +81,7 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
         return {"model": model_name, "max_new_tokens": max_new_tokens, "suites": list(suites), "methods": names,
                 "sampling": sampling, "load_s": round(load_s, 2), "compile_s": round(compile_s, 2),
                 "calibrate_s": round(calibrate_s, 2),
+                "draftless_config": {"kind": "adaptive", **dataclasses.asdict(AdaptiveConfig())},
                 "cost_curve": {"ks": list(curve.ks), "seconds": [round(x, 5) for x in curve.seconds]},
                 "threads": torch.get_num_threads(), "runs": runs, "summary": report.summarize(runs),
                 "mismatches": mismatches, "outputs": outputs}

@@ -100,7 +100,8 @@ def test_acceptance_model_learns_and_forgets():
 
 @pytest.mark.parametrize("kwargs, error", [
     ({"max_draft": 0}, ValueError), ({"min_match": 1.5}, TypeError), ({"occurrence": "frequent"}, ValueError),
-    ({"prior_strength": 0}, ValueError), ({"forgetting": 1.5}, ValueError),
+    ({"prior_strength": 0}, ValueError), ({"forgetting": 1.5}, ValueError), ({"prior": (0.5,) * 3}, ValueError),
+    ({"prior": (1.0,) * 12}, ValueError),
 ])
 def test_config_is_validated(kwargs, error):
     with pytest.raises(error, match=next(iter(kwargs))):

@@ -1,6 +1,7 @@
 """The benchmark suite end to end on a tiny model, and its reporting (no timing assertions)."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -8,6 +9,7 @@ from benchmarks import report
 from benchmarks.methods import OracleProposer, expand
 from benchmarks.run import main as run_main
 from benchmarks.suites import SUITES, build, render
+from draftless.lookup import AdaptiveConfig, AdaptiveProposer
 
 from tiny_models import tiny_model, tiny_tokenizer
 
@@ -132,5 +134,45 @@ def test_replay_on_a_recorded_run(tmp_path):
     assert by[("draftless", "qa")]["mean_accepted"] == 1.0 and by[("draftless", "code_edit")]["passes"] >= 1
     assert by[("oracle_k8", "code_edit")]["mean_accepted"] == 7.0  # the truth in one pass
     assert by[("rule_pld", "code_edit")]["passes"] >= 1
-    assert ("suffix_frequent_k8_m1", "all") in by
+    assert ("suffix_frequent_k8_m1", "all") in by and ("adaptive[prior=flat0.5]", "all") in by
     assert json.loads((tmp_path / "replay.json").read_text())["rows"]
+
+
+RECORDED = Path(__file__).resolve().parents[1] / "benchmarks" / "recorded"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in RECORDED.glob("*.json") if "partial" not in p.name))
+def test_replay_reproduces_the_draft_lengths_measured_with_the_model(name):
+    """Replay is exact: fed a recorded run's outputs, the policy that ran (its config and calibrated cost curve)
+    chooses the same draft lengths and gets the same acceptances as it did in the verification loop. (The
+    loop's online cost scale multiplies the whole curve, so it never changes the best k.)"""
+    from benchmarks.replay import replay_one
+    from draftless.lookup.cost_model import CostCurve
+
+    data = json.loads((RECORDED / name).read_text())
+    fields = {k: v for k, v in data["draftless_config"].items() if k != "kind"}
+    config = AdaptiveConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()})
+    cost = CostCurve(tuple(data["cost_curve"]["ks"]), tuple(data["cost_curve"]["seconds"]))
+    traces = {(r["suite"], r["prompt_id"]): r["draft_trace"] for r in data["runs"] if r["method"] == "draftless"}
+    assert len(traces) == len(data["outputs"]) > 0
+    for out in data["outputs"]:
+        passes, accepted, drafted, _ = replay_one(AdaptiveProposer(config, cost=cost), out["tokens"],
+                                                  out["prompt_len"])
+        assert [list(p) for p in zip(drafted, accepted)] == traces[(out["suite"], out["prompt_id"])]
+
+
+def test_targets_are_checked_against_the_summary():
+    from benchmarks.targets import check, markdown
+
+    def row(suite, method, tok_s, **extra):
+        return {"suite": suite, "method": method, "decode_tok_s": tok_s, **extra}
+
+    result = {"model": "m", "mismatches": [], "runs": [{"identical_to_vanilla": True}], "summary": [
+        row("code_edit", "draftless", 10.0, ratio_vs_hf_pld=2.0, fraction_of_oracle=0.7),
+        row("code_edit", "rule_pld", 5.0), row("code_edit", "rule_ngram32", 10.0),
+        row("qa", "draftless", 1.0, speedup_vs_vanilla=0.99), row("all", "draftless", 3.0)]}
+    met = {(s, t.split(" (")[0]): ok for _, s, t, _, _, ok in check(result)}
+    assert met == {("code_edit", "vs best of rule_pld, rule_ngram32"): False,  # a tie is not faster
+                   ("code_edit", "vs hf_pld"): True, ("code_edit", "fraction of oracle"): False,
+                   ("qa", "vs vanilla"): True, ("all", "greedy outputs identical to vanilla"): True}
+    assert "| m | code_edit | fraction of oracle | 0.700 | 0.8 | NO |" in markdown(check(result))
