@@ -9,7 +9,6 @@ thread count recalibrates. The adaptive policy then scales the curve online by t
 import hashlib
 import json
 import logging
-import statistics
 import time
 
 import torch
@@ -23,6 +22,7 @@ from .models import cache_root
 logger = logging.getLogger(__name__)
 
 DEFAULT_KS = (0, 1, 2, 3, 4, 8, 16, 32, 64)
+METHOD_VERSION = 2  # bumped when the measurement changes, so that curves measured the old way are redone
 
 
 def calibration_key(model):
@@ -30,14 +30,16 @@ def calibration_key(model):
     parts = {
         "config": model.config.to_json_string(use_diff=False),
         "device": str(model.device), "dtype": str(model.dtype), "threads": torch.get_num_threads(),
-        "torch": torch.__version__,
+        "torch": torch.__version__, "method": METHOD_VERSION,
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:20]
 
 
 @torch.no_grad()
-def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=3):
-    """Median pass time at each draft length in ``ks`` after a ``context``-token prefill."""
+def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=5):
+    """Pass time at each draft length in ``ks`` after a ``context``-token prefill: every length warmed up
+    once, then timed in ``repeats`` interleaved rounds, keeping each length's fastest pass, so that a burst of
+    load from another process neither bends the curve's shape nor lands on one length only."""
     if not ks or ks[0] != 0:
         raise ValueError(f"ks must start at 0, got {ks}")
     vocab = model.config.get_text_config().vocab_size
@@ -46,28 +48,30 @@ def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=3):
     cache = kv_cache.new_cache(model)
     model(input_ids=prompt, cache=cache, use_cache=True, logits_to_keep=1)
     kv_cache.start_recording(cache)
-    seconds = []
+    inputs = [torch.randint(0, vocab, (1, k + 1), generator=g).to(model.device) for k in ks]
+    best = [float("inf")] * len(ks)
     with padded_head(model, cached_head_padding(model)):
-        for k in ks:
-            seconds.append(_time_pass(model, cache, vocab, context, k, g, repeats))
-    for i in range(1, len(seconds)):  # noise must not make a longer pass look cheaper
-        seconds[i] = max(seconds[i], seconds[i - 1])
-    return CostCurve(tuple(ks), tuple(seconds))
+        for round_ in range(repeats + 1):  # round 0 warms every shape up
+            for i, ids in enumerate(inputs):
+                elapsed = _time_pass(model, cache, ids, context)
+                if round_:
+                    best[i] = min(best[i], elapsed)
+    for i in range(1, len(best)):  # a longer pass never costs less
+        best[i] = max(best[i], best[i - 1])
+    return CostCurve(tuple(ks), tuple(best))
 
 
-def _time_pass(model, cache, vocab, context, k, g, repeats):
-    """Median seconds of a pass over 1 + k tokens after ``context`` cached ones."""
-    ids = torch.randint(0, vocab, (1, k + 1), generator=g).to(model.device)
-    positions = torch.arange(context, context + k + 1, device=model.device)[None]
-    times = []
-    for _ in range(repeats + 1):  # the first run of each shape warms up
-        t0 = time.perf_counter()
-        model(input_ids=ids, position_ids=positions, cache=cache, use_cache=True, logits_to_keep=k + 1)
-        if model.device.type == "cuda":
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - t0)
-        kv_cache.rollback(cache, k + 1)
-    return statistics.median(times[1:])
+def _time_pass(model, cache, ids, context):
+    """Seconds of one pass over ``ids`` after ``context`` cached positions (rolled back afterwards)."""
+    q = ids.shape[1]
+    positions = torch.arange(context, context + q, device=model.device)[None]
+    t0 = time.perf_counter()
+    model(input_ids=ids, position_ids=positions, cache=cache, use_cache=True, logits_to_keep=q)
+    if model.device.type == "cuda":
+        torch.cuda.synchronize()
+    elapsed = time.perf_counter() - t0
+    kv_cache.rollback(cache, q)
+    return elapsed
 
 
 _MEMO = {}  # cache file -> decoded value: one disk read per process

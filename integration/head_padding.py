@@ -11,7 +11,6 @@ nothing is gained (a GPU, another BLAS) the table is the identity and no hook is
 """
 
 import contextlib
-import statistics
 import time
 
 import torch
@@ -28,17 +27,17 @@ def measure_head_padding(model, max_rows=MAX_PADDED_ROWS, repeats=3):
         return tuple(range(max_rows + 1))
     hidden = head.weight.shape[1]
     g = torch.Generator().manual_seed(0)
-    seconds = [0.0]
-    for rows in range(1, max_rows + 1):
-        x = torch.randn((1, rows, hidden), generator=g).to(device=model.device, dtype=head.weight.dtype)
-        times = []
-        for _ in range(repeats + 1):  # the first call of each shape warms up
+    inputs = [torch.randn((1, rows, hidden), generator=g).to(device=model.device, dtype=head.weight.dtype)
+              for rows in range(1, max_rows + 1)]
+    seconds = [0.0] + [float("inf")] * max_rows
+    for round_ in range(repeats + 1):  # round 0 warms every shape up; then interleaved rounds, fastest kept
+        for rows, x in enumerate(inputs, start=1):
             t0 = time.perf_counter()
             head(x)
             if model.device.type == "cuda":
                 torch.cuda.synchronize()
-            times.append(time.perf_counter() - t0)
-        seconds.append(statistics.median(times[1:]))
+            if round_:
+                seconds[rows] = min(seconds[rows], time.perf_counter() - t0)
     pad_to = [0]
     for rows in range(1, max_rows + 1):
         best = min(range(rows, max_rows + 1), key=lambda r: seconds[r])
