@@ -1,11 +1,14 @@
 """What the default drafting policy chose, pass by pass, over one long generation.
 
     python -m benchmarks.trace_plot [--model M] [--suite code_edit] [--prompt-id code_5]
-                                    [--max-new-tokens 512] --plot PATH [--json PATH]
+                                    [--max-new-tokens 512] [--cost-from RUN.json] --plot PATH [--json PATH]
 
 Runs the library's default ``generate`` on one benchmark prompt and plots, against the number of tokens
 generated so far, the draft length k the policy chose for each verification pass and how many of those
-tokens the model accepted. Greedy output is checked against ``model.generate``.
+tokens the model accepted. Greedy output is checked against ``model.generate``. The policy's choices depend on
+the shape of the cost curve only (a uniform slowdown scales every c(k) alike), so ``--cost-from`` a benchmark
+run's JSON replays that run's calibrated curve and the plot shows what the benchmark's policy would choose,
+whatever else the machine is doing.
 """
 
 import argparse
@@ -17,19 +20,22 @@ from pathlib import Path
 import torch
 
 from draftless.integration import SpeculativeGenerator, load_model
+from draftless.lookup import AdaptiveConfig, AdaptiveProposer
+from draftless.lookup.cost_model import CostCurve
 
 from .run import _encode
 from .suites import SUITES, build, render
 
 
-def trace(model_name, suite, prompt_id, max_new_tokens):
+def trace(model_name, suite, prompt_id, max_new_tokens, cost=None):
     model, tokenizer = load_model(model_name)
     tasks = [t for t in build(suite) if prompt_id is None or t.prompt_id == prompt_id]
     if not tasks:
         raise ValueError(f"no prompt {prompt_id!r} in suite {suite!r}")
     task = tasks[0]
     inputs = _encode(tokenizer, render(task, tokenizer))
-    gen = SpeculativeGenerator(model, tokenizer)
+    proposer = None if cost is None else AdaptiveProposer(AdaptiveConfig(), cost=cost)
+    gen = SpeculativeGenerator(model, tokenizer, proposer=proposer)
     t0 = time.perf_counter()
     out = gen.generate(**inputs, max_new_tokens=max_new_tokens)
     seconds = time.perf_counter() - t0
@@ -76,10 +82,15 @@ def main(argv=None):
     parser.add_argument("--max-new-tokens", type=int, default=512)
     parser.add_argument("--plot", type=Path, required=True)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--cost-from", type=Path, help="use the cost curve that this run JSON calibrated")
     args = parser.parse_args(argv)
     if args.max_new_tokens < 1:
         parser.error("--max-new-tokens must be >= 1")
-    result = trace(args.model, args.suite, args.prompt_id, args.max_new_tokens)
+    cost = None
+    if args.cost_from:
+        curve = json.loads(args.cost_from.read_text())["cost_curve"]
+        cost = CostCurve(tuple(curve["ks"]), tuple(curve["seconds"]))
+    result = trace(args.model, args.suite, args.prompt_id, args.max_new_tokens, cost)
     plot(result, args.plot)
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))

@@ -59,6 +59,11 @@ def test_trace_plot_of_the_default_policy(tiny_dir, tmp_path):
     assert sum(a + 1 for _, a in result["draft_trace"]) == result["new_tokens"] - 1  # the prefill's token
     assert (tmp_path / "k.png").read_bytes()[:4] == b"\x89PNG"
     assert json.loads((tmp_path / "k.json").read_text())["prompt_id"]
+    run = tmp_path / "run.json"  # a run's calibrated curve, replayed instead of calibrating here
+    run.write_text(json.dumps({"cost_curve": {"ks": [0, 16, 64], "seconds": [1.0, 1.1, 1.3]}}))
+    again = trace_main(["--model", str(tiny_dir), "--suite", "repetitive", "--max-new-tokens", "20",
+                        "--cost-from", str(run), "--plot", str(tmp_path / "k2.png")])
+    assert again["identical_to_vanilla"] and len(again["draft_trace"]) == again["passes"]
     with pytest.raises(ValueError, match="no prompt"):
         trace_main(["--model", str(tiny_dir), "--prompt-id", "nope", "--plot", str(tmp_path / "x.png")])
 
