@@ -64,8 +64,10 @@ def configurations(grid=False, cost=CPU_SMALL_MODEL):
     return configs
 
 
-def replay_one(proposer, tokens, prompt_len):
-    """Replay one recorded sequence; returns (passes, accepted per pass list, drafted per pass, seconds)."""
+def replay_one(proposer, tokens, prompt_len, max_new_tokens=None):
+    """Replay one recorded sequence; returns (passes, accepted per pass list, drafted per pass, seconds).
+    With ``max_new_tokens`` (the run's), each draft is capped by the token budget the loop had, rather than by
+    the recorded tokens left, which differ when the output stopped early at EOS."""
     tokens = np.asarray(tokens, dtype=np.int64)
     pos = prompt_len + 1  # the prefill's token is not drafted
     if pos >= tokens.size:
@@ -77,7 +79,8 @@ def replay_one(proposer, tokens, prompt_len):
     accepted, drafted = [], []
     while pos < tokens.size:
         t0 = time.perf_counter()
-        draft = np.asarray(proposer.propose(tokens.size - pos - 1), dtype=np.int64)
+        left = tokens.size if max_new_tokens is None else prompt_len + max_new_tokens
+        draft = np.asarray(proposer.propose(left - pos - 1), dtype=np.int64)
         spent += time.perf_counter() - t0
         truth = tokens[pos: pos + draft.size]
         mismatch = np.flatnonzero(draft[: truth.size] != truth)

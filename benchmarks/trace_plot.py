@@ -49,6 +49,19 @@ def trace(model_name, suite, prompt_id, max_new_tokens, cost=None):
             "draft_trace": [list(p) for p in stats.draft_trace]}
 
 
+def recorded(run, suite, prompt_id):
+    """The same result for a ``draftless`` run recorded by ``benchmarks.run --json`` (no model runs)."""
+    for r in run["runs"]:
+        if r["method"] == "draftless" and r["suite"] == suite and (prompt_id is None or r["prompt_id"] == prompt_id):
+            accepted = sum(a for _, a in r["draft_trace"])
+            return {"model": run["model"], "suite": suite, "prompt_id": r["prompt_id"],
+                    "prompt_tokens": r.get("prompt_tokens"), "new_tokens": r["new_tokens"],
+                    "seconds": r["total_s"], "passes": r["passes"],
+                    "mean_accepted": (accepted + r["passes"]) / r["passes"] if r["passes"] else 0.0,
+                    "identical_to_vanilla": r["identical_to_vanilla"], "draft_trace": r["draft_trace"]}
+    raise ValueError(f"no recorded draftless run of {suite}/{prompt_id}")
+
+
 def plot(result, path):
     import matplotlib
 
@@ -83,17 +96,26 @@ def main(argv=None):
     parser.add_argument("--plot", type=Path, required=True)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--cost-from", type=Path, help="use the cost curve that this run JSON calibrated")
+    parser.add_argument("--from-run", type=Path, help="plot a draftless run recorded in this JSON (no model)")
     args = parser.parse_args(argv)
     if args.max_new_tokens < 1:
         parser.error("--max-new-tokens must be >= 1")
+    if args.from_run:
+        result = recorded(json.loads(args.from_run.read_text()), args.suite, args.prompt_id)
+        plot(result, args.plot)
+        return _report(result, args.json)
     cost = None
     if args.cost_from:
         curve = json.loads(args.cost_from.read_text())["cost_curve"]
         cost = CostCurve(tuple(curve["ks"]), tuple(curve["seconds"]))
     result = trace(args.model, args.suite, args.prompt_id, args.max_new_tokens, cost)
     plot(result, args.plot)
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=1))
+    return _report(result, args.json)
+
+
+def _report(result, json_path):
+    if json_path:
+        json_path.write_text(json.dumps(result, indent=1))
     sys.stdout.write(f"{result['prompt_id']}: {result['new_tokens']} tokens, {result['passes']} passes, "
                      f"mean accepted {result['mean_accepted']}, identical to vanilla: "
                      f"{result['identical_to_vanilla']}; k per pass: {[k for k, _ in result['draft_trace']]}\n")
