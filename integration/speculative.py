@@ -103,11 +103,13 @@ class SpeculativeGenerator:
             n, tokens, chosen = accept(logits, draft, ids, plan.processors)
             verifier.rollback(draft.shape[0] - n)
             t2 = time.perf_counter()
-            rec.record_pass(int(draft.shape[0]), n)
             if record_cost is not None:  # an adaptive proposer refines its cost model with real passes
                 record_cost(int(draft.shape[0]), t2 - t1)
             before = ids.shape[1]
             ids, done = self._append(plan, ids, tokens, chosen, logits[: n + 1], scores, raw)
+            # a stop (EOS, stop string, criteria) inside the accepted draft drops the tokens after it: the
+            # stats count what the pass kept, so that new tokens = 1 (prefill) + sum(accepted + 1)
+            rec.record_pass(int(draft.shape[0]), min(n, ids.shape[1] - before - 1))
             self.proposer.update(ids[0, before:].cpu().numpy())
             rec.propose_s += (t1 - t0) + (time.perf_counter() - t2)
             rec.verify_s += t2 - t1

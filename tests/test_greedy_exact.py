@@ -71,6 +71,9 @@ def test_eos_inside_an_accepted_draft():
     gen = SpeculativeGenerator(model, proposer=OracleProposer(ids[0].tolist() + free, length=25))
     out = gen.generate(ids, max_new_tokens=40, eos_token_id=eos)
     assert torch.equal(out, ref)
+    stats = gen.last_stats  # the draft tokens accepted after the EOS are dropped, and not counted
+    assert stats.new_tokens == first + 1 == 1 + stats.passes + stats.accepted
+    assert sum(a + 1 for _, a in stats.draft_trace) == first
     out_list = generate(model, ids, max_new_tokens=40, eos_token_id=[VOCAB - 1, eos])
     assert torch.equal(out_list, ref) or out_list.shape[1] <= ref.shape[1]  # an earlier id may also stop it
 
