@@ -26,6 +26,7 @@ from draftless.lookup.acceptance_model import DEFAULT_PRIOR
 from draftless.lookup.adaptive import CPU_SMALL_MODEL, AdaptiveConfig, AdaptiveProposer
 from draftless.lookup.cost_model import CostCurve
 
+from .lookup_ceiling import LookupCeilingProposer
 from .oracle import ORACLE_KS, OracleProposer
 
 
@@ -41,15 +42,18 @@ ADAPTIVE_KNOBS = {
 
 
 def configurations(grid=False, cost=CPU_SMALL_MODEL):
-    """Named proposer factories (each takes the true sequence, which only the oracle reads): the library's
-    default, the fixed-length suffix proposer, the peers' rules and the oracle, plus with ``grid`` a grid of
-    suffix and adaptive settings."""
+    """Named proposer factories (each takes the true sequence, which only the oracle and the lookup ceilings
+    read): the library's default, the fixed-length suffix proposer, the peers' rules, the oracle and the
+    hindsight ceilings of lookup drafting (``lookup_ceiling``), plus with ``grid`` a grid of suffix and
+    adaptive settings."""
     configs = {
         "draftless": lambda truth: AdaptiveProposer(AdaptiveConfig(), cost=cost),
         "suffix_fixed": lambda truth: SuffixProposer(DraftConfig()),
         "rule_pld": lambda truth: PromptLookupRule(),
         "rule_ngram32": lambda truth: NgramRule(),
         **{f"oracle_k{k}": lambda truth, k=k: OracleProposer(truth, k) for k in ORACLE_KS},
+        "ceiling_recent": lambda truth: LookupCeilingProposer(truth, cost, "recent"),
+        "ceiling_any": lambda truth: LookupCeilingProposer(truth, cost, "any"),
     }
     if grid:
         for occurrence, max_draft, min_match in itertools.product(("recent", "first", "frequent"), (8, 16, 32),

@@ -118,6 +118,25 @@ def test_oracle_proposer_drafts_the_reference():
     assert p.propose(10).tolist() == [5, 6]
 
 
+def test_lookup_ceiling_drafts_the_agreeing_part_of_an_earlier_occurrence():
+    from benchmarks.lookup_ceiling import LookupCeilingProposer
+    from draftless.lookup.cost_model import FLAT, CostCurve
+
+    prompt = [1, 2, 3, 4, 9, 1, 2, 3, 5, 6, 1, 2, 3]  # "1 2 3" was followed by "4 9" first, by "5 6" last
+    truth = prompt + [4, 9, 8, 7]
+    recent, anywhere = LookupCeilingProposer(truth, FLAT, "recent"), LookupCeilingProposer(truth, FLAT, "any")
+    for p in (recent, anywhere):
+        p.reset(prompt)
+    assert recent.propose(10).size == 0  # the most recent occurrence's "5" is wrong at once
+    assert anywhere.propose(10).tolist() == [4, 9]  # the first occurrence agrees for two tokens, then "1" != "8"
+    assert anywhere.propose(1).tolist() == [4]  # never past the budget
+    steep = LookupCeilingProposer(truth, CostCurve((0, 1), (1.0, 5.0)), "any")
+    steep.reset(prompt)
+    assert steep.propose(10).size == 0  # two accepted tokens do not pay for a pass that costs 9 plain steps
+    with pytest.raises(ValueError, match="occurrence"):
+        LookupCeilingProposer(truth, FLAT, "frequent")
+
+
 def test_replay_on_a_recorded_run(tmp_path):
     from benchmarks.replay import configurations, main as replay_main, replay_one
 
@@ -139,6 +158,7 @@ def test_replay_on_a_recorded_run(tmp_path):
     assert by[("draftless", "qa")]["mean_accepted"] == 1.0 and by[("draftless", "code_edit")]["passes"] >= 1
     assert by[("oracle_k8", "code_edit")]["mean_accepted"] == 7.0  # the truth in one pass
     assert by[("rule_pld", "code_edit")]["passes"] >= 1
+    assert by[("ceiling_any", "code_edit")]["est_speedup"] >= by[("ceiling_recent", "code_edit")]["est_speedup"] > 1
     assert ("suffix_frequent_k8_m1", "all") in by and ("adaptive[prior=flat0.5]", "all") in by
     assert json.loads((tmp_path / "replay.json").read_text())["rows"]
 
