@@ -35,7 +35,9 @@ class AdaptiveConfig:
     Overall modelled speedup 3.12x; ``max_draft`` 64 (32: code_edit 6.37x instead of 7.12x; 128: no change),
     ``occurrence`` "recent" ("first": 3.01x overall, math 1.64x instead of 1.96x, RAG 2.05x instead of
     2.16x), ``prior`` fitted on recorded outputs (flat 0.5: 2.59x, flat 0.8: 2.92x); ``min_match``,
-    ``prior_strength`` and ``forgetting`` move the overall figure by 2% at most.
+    ``prior_strength`` and ``forgetting`` move the overall figure by 2% at most. Out of sample, on
+    SmolLM2-135M-Instruct's recorded run, one knob moved alone helps by 2% at most (``min_match`` 2)
+    and ``prior_strength`` 8 costs 6%.
     """
 
     max_draft: int = 64  # the largest draft ever proposed
