@@ -92,27 +92,27 @@ class SpeculativeGenerator:
         ids, done = self._append(plan, ids, tokens, chosen, logits, scores, raw)
         self.proposer.reset(ids[0].cpu().numpy())
         record_cost = getattr(self.proposer, "record_pass", None)
-        while not done:
-            budget = plan.max_length - ids.shape[1]  # tokens still allowed; one is always the bonus
-            t0 = time.perf_counter()
-            draft_np = np.asarray(self.proposer.propose(budget - 1), dtype=np.int64)[: budget - 1]
-            draft = torch.as_tensor(draft_np, device=ids.device)
-            t1 = time.perf_counter()
-            with padded_head(self.model, self.head_pad):  # rows padded where the BLAS is faster
+        with padded_head(self.model, self.head_pad):  # output-layer rows padded where the BLAS is faster
+            while not done:
+                budget = plan.max_length - ids.shape[1]  # tokens still allowed; one is always the bonus
+                t0 = time.perf_counter()
+                draft_np = np.asarray(self.proposer.propose(budget - 1), dtype=np.int64)[: budget - 1]
+                draft = torch.as_tensor(draft_np, device=ids.device)
+                t1 = time.perf_counter()
                 logits = verifier.forward(ids[0, -1], draft)
-            n, tokens, chosen = accept(logits, draft, ids, plan.processors)
-            verifier.rollback(draft.shape[0] - n)
-            t2 = time.perf_counter()
-            if record_cost is not None:  # an adaptive proposer refines its cost model with real passes
-                record_cost(int(draft.shape[0]), t2 - t1)
-            before = ids.shape[1]
-            ids, done = self._append(plan, ids, tokens, chosen, logits[: n + 1], scores, raw)
-            # a stop (EOS, stop string, criteria) inside the accepted draft drops the tokens after it: the
-            # stats count what the pass kept, so that new tokens = 1 (prefill) + sum(accepted + 1)
-            rec.record_pass(int(draft.shape[0]), min(n, ids.shape[1] - before - 1))
-            self.proposer.update(ids[0, before:].cpu().numpy())
-            rec.propose_s += (t1 - t0) + (time.perf_counter() - t2)
-            rec.verify_s += t2 - t1
+                n, tokens, chosen = accept(logits, draft, ids, plan.processors)
+                verifier.rollback(draft.shape[0] - n)
+                t2 = time.perf_counter()
+                if record_cost is not None:  # an adaptive proposer refines its cost model with real passes
+                    record_cost(int(draft.shape[0]), t2 - t1)
+                before = ids.shape[1]
+                ids, done = self._append(plan, ids, tokens, chosen, logits[: n + 1], scores, raw)
+                # a stop (EOS, stop string, criteria) inside the accepted draft drops the tokens after it: the
+                # stats count what the pass kept, so that new tokens = 1 (prefill) + sum(accepted + 1)
+                rec.record_pass(int(draft.shape[0]), min(n, ids.shape[1] - before - 1))
+                self.proposer.update(ids[0, before:].cpu().numpy())
+                rec.propose_s += (t1 - t0) + (time.perf_counter() - t2)
+                rec.verify_s += t2 - t1
         if plan.streamer is not None:
             plan.streamer.end()
         self.last_stats = rec.freeze(ids.shape[1] - prompt_len, time.perf_counter() - t_start)
