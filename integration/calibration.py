@@ -6,6 +6,7 @@ cached on disk under the user cache dir, keyed by all four (and the torch versio
 thread count recalibrates. The adaptive policy then scales the curve online by the passes the run makes.
 """
 
+import functools
 import hashlib
 import json
 import logging
@@ -16,7 +17,7 @@ import torch
 from draftless.lookup.cost_model import CostCurve
 
 from . import kv_cache
-from .head_padding import measure_head_padding, padded_head
+from .head_padding import fastest_of_rounds, measure_head_padding, padded_head
 from .models import cache_root
 
 logger = logging.getLogger(__name__)
@@ -49,13 +50,9 @@ def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=5):
     model(input_ids=prompt, cache=cache, use_cache=True, logits_to_keep=1)
     kv_cache.start_recording(cache)
     inputs = [torch.randint(0, vocab, (1, k + 1), generator=g).to(model.device) for k in ks]
-    best = [float("inf")] * len(ks)
     with padded_head(model, cached_head_padding(model)):
-        for round_ in range(repeats + 1):  # round 0 warms every shape up
-            for i, ids in enumerate(inputs):
-                elapsed = _time_pass(model, cache, ids, context)
-                if round_:
-                    best[i] = min(best[i], elapsed)
+        best = fastest_of_rounds([functools.partial(_time_pass, model, cache, ids, context) for ids in inputs],
+                                 repeats)
     for i in range(1, len(best)):  # a longer pass never costs less
         best[i] = max(best[i], best[i - 1])
     return CostCurve(tuple(ks), tuple(best))

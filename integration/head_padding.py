@@ -11,11 +11,25 @@ nothing is gained (a GPU, another BLAS) the table is the identity and no hook is
 """
 
 import contextlib
+import functools
 import time
 
 import torch
 
 MAX_PADDED_ROWS = 8
+
+
+def fastest_of_rounds(passes, repeats):
+    """Fastest seconds of each zero-argument callable in ``passes`` (each returns the seconds it took): one
+    round warms every shape up, then ``repeats`` interleaved rounds, so that a burst of load from another
+    process neither bends the measured shape nor lands on one entry only."""
+    best = [float("inf")] * len(passes)
+    for round_ in range(repeats + 1):
+        for i, run in enumerate(passes):
+            elapsed = run()
+            if round_:
+                best[i] = min(best[i], elapsed)
+    return best
 
 
 @torch.no_grad()
@@ -29,15 +43,15 @@ def measure_head_padding(model, max_rows=MAX_PADDED_ROWS, repeats=3):
     g = torch.Generator().manual_seed(0)
     inputs = [torch.randn((1, rows, hidden), generator=g).to(device=model.device, dtype=head.weight.dtype)
               for rows in range(1, max_rows + 1)]
-    seconds = [0.0] + [float("inf")] * max_rows
-    for round_ in range(repeats + 1):  # round 0 warms every shape up; then interleaved rounds, fastest kept
-        for rows, x in enumerate(inputs, start=1):
-            t0 = time.perf_counter()
-            head(x)
-            if model.device.type == "cuda":
-                torch.cuda.synchronize()
-            if round_:
-                seconds[rows] = min(seconds[rows], time.perf_counter() - t0)
+
+    def timed(x):
+        t0 = time.perf_counter()
+        head(x)
+        if model.device.type == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter() - t0
+
+    seconds = [0.0] + fastest_of_rounds([functools.partial(timed, x) for x in inputs], repeats)
     pad_to = [0]
     for rows in range(1, max_rows + 1):
         best = min(range(rows, max_rows + 1), key=lambda r: seconds[r])
