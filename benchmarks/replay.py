@@ -26,7 +26,7 @@ from draftless.lookup.acceptance_model import DEFAULT_PRIOR
 from draftless.lookup.adaptive import CPU_SMALL_MODEL, AdaptiveConfig, AdaptiveProposer
 from draftless.lookup.cost_model import CostCurve
 
-from .lookup_ceiling import LookupCeilingProposer
+from .lookup_ceiling import LookupCeilingProposer, agreement
 from .oracle import ORACLE_KS, OracleProposer
 
 
@@ -86,9 +86,9 @@ def replay_one(proposer, tokens, prompt_len, max_new_tokens=None):
         left = tokens.size if max_new_tokens is None else prompt_len + max_new_tokens
         draft = np.asarray(proposer.propose(left - pos - 1), dtype=np.int64)
         spent += time.perf_counter() - t0
-        truth = tokens[pos: pos + draft.size]
-        mismatch = np.flatnonzero(draft[: truth.size] != truth)
-        n = int(mismatch[0]) if mismatch.size else int(min(draft.size, truth.size))
+        # a draft that runs past the recorded end (the output stopped at EOS inside it) keeps the recorded tokens
+        # only, the last of them counting as the pass's own token, as the loop's stats count it
+        n = min(agreement(draft, tokens[pos: pos + draft.size]), tokens.size - pos - 1)
         accepted.append(n)
         drafted.append(int(draft.size))
         new = tokens[pos: pos + n + 1]

@@ -53,11 +53,10 @@ def recorded(run, suite, prompt_id):
     """The same result for a ``draftless`` run recorded by ``benchmarks.run --json`` (no model runs)."""
     for r in run["runs"]:
         if r["method"] == "draftless" and r["suite"] == suite and (prompt_id is None or r["prompt_id"] == prompt_id):
-            accepted = sum(a for _, a in r["draft_trace"])
             return {"model": run["model"], "suite": suite, "prompt_id": r["prompt_id"],
                     "prompt_tokens": r.get("prompt_tokens"), "new_tokens": r["new_tokens"],
                     "seconds": r["total_s"], "passes": r["passes"],
-                    "mean_accepted": (accepted + r["passes"]) / r["passes"] if r["passes"] else 0.0,
+                    "mean_accepted": r["mean_accepted"],
                     "identical_to_vanilla": r["identical_to_vanilla"], "draft_trace": r["draft_trace"]}
     raise ValueError(f"no recorded draftless run of {suite}/{prompt_id}")
 

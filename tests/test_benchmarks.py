@@ -147,6 +147,10 @@ def test_replay_on_a_recorded_run(tmp_path):
     passes, accepted, drafted, _ = replay_one(configurations()["suffix_fixed"](tokens), tokens, len(prompt))
     assert sum(accepted) + passes == len(tokens) - len(prompt) - 1
     assert accepted == [5, 0] and drafted[0] == 5
+    # with the run's larger budget the first draft runs past the recorded end (an EOS inside it): the pass
+    # keeps the recorded tokens only, counted as the loop counts them
+    passes, accepted, drafted, _ = replay_one(configurations()["suffix_fixed"](tokens), tokens[:11], len(prompt), 20)
+    assert sum(accepted) + passes == 11 - len(prompt) - 1 and drafted[0] > accepted[0]
     run = {"outputs": [{"suite": "code_edit", "prompt_id": "p", "prompt_len": len(prompt), "tokens": tokens},
                        {"suite": "qa", "prompt_id": "q", "prompt_len": 3, "tokens": [1, 2, 3, 4, 5, 6]}]}
     path = tmp_path / "run.json"
@@ -171,7 +175,7 @@ def test_replay_reproduces_the_draft_lengths_measured_with_the_model(name):
     """Replay is exact: fed a recorded run's outputs, the policy that ran (its config and calibrated cost curve)
     chooses the same draft lengths and gets the same acceptances as it did in the verification loop. (The
     loop's online cost scale multiplies the whole curve, so it never changes the best k.) Where an output
-    stopped at EOS, the loop's last pass may also have accepted draft tokens past the EOS, which the record
+    stopped at EOS, runs recorded before 9bb5fc5 counted draft tokens accepted past the EOS, which the record
     does not hold: that pass is compared by its draft length only."""
     from benchmarks.replay import replay_one
     from draftless.lookup.cost_model import CostCurve
