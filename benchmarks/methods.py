@@ -3,13 +3,15 @@ sampling)`` returning ``(sequences, GenerationStats or None)``; ``sampling`` hol
 settings, or is empty for greedy decoding.
 
 ``vanilla`` and the ``hf_*`` methods are transformers' own ``generate``; the ``rule_*`` methods plug the
-peers' drafting rules into draftless's verification loop; ``oracle_k*`` drafts the true greedy continuation
+peers' drafting rules into draftless's verification loop; ``no_draft`` runs that loop drafting nothing, so
+that a table shows what the loop alone (its output-layer form, its lighter step) gains over ``generate``
+before any drafting; ``oracle_k*`` drafts the true greedy continuation
 (``reference``, from the vanilla run) in linear drafts of k tokens: the ceiling for linear drafting.
 """
 
 
 from draftless.integration import SpeculativeGenerator
-from draftless.lookup import NgramRule, PromptLookupRule
+from draftless.lookup import NgramRule, NullProposer, PromptLookupRule
 
 from .oracle import ORACLE_KS, OracleProposer
 
@@ -38,9 +40,10 @@ METHODS = {
     "draftless": _loop(),
     "rule_pld": _loop(lambda ref: PromptLookupRule()),
     "rule_ngram32": _loop(lambda ref: NgramRule()),
+    "no_draft": _loop(lambda ref: NullProposer()),
     **{f"oracle_k{k}": _loop(lambda ref, k=k: OracleProposer(ref, k)) for k in ORACLE_KS},
 }
-DEFAULT_METHODS = ("vanilla", "hf_pld", "hf_pld_n3", "draftless", "rule_pld", "rule_ngram32", "oracle")
+DEFAULT_METHODS = ("vanilla", "hf_pld", "hf_pld_n3", "draftless", "rule_pld", "rule_ngram32", "no_draft", "oracle")
 
 
 def expand(methods, sampling=False):
