@@ -82,7 +82,8 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
                 "sampling": sampling, "load_s": round(load_s, 2), "compile_s": round(compile_s, 2),
                 "calibrate_s": round(calibrate_s, 2),
                 "draftless_config": {"kind": "adaptive", **dataclasses.asdict(AdaptiveConfig())},
-                "cost_curve": {"ks": list(curve.ks), "seconds": [round(x, 5) for x in curve.seconds]},
+                # unrounded: replay must see the curve the policy saw, or a near tie between two lengths flips
+                "cost_curve": {"ks": list(curve.ks), "seconds": list(curve.seconds)},
                 "threads": torch.get_num_threads(), "runs": runs, "summary": report.summarize(runs),
                 "mismatches": mismatches, "outputs": outputs}
 
@@ -166,7 +167,7 @@ def main(argv=None):
                  temperature=args.temperature, top_p=args.top_p, checkpoint=save)
     print(f"model load: {result['load_s']} s; Numba compile and warm-up: {result['compile_s']} s")
     print(f"cost curve calibration: {result['calibrate_s']} s; c(k) at k={result['cost_curve']['ks']}: "
-          f"{result['cost_curve']['seconds']} s")
+          f"{[round(x, 5) for x in result['cost_curve']['seconds']]} s")
     table = report.markdown(result["summary"], result["model"])
     print(table)
     if result["mismatches"]:
