@@ -1,9 +1,9 @@
 """Calibrating the target: the output layer's fastest form (``head_padding``) and the cost curve c(k),
 seconds of one verification pass over 1 + k tokens (measured with that form in place).
 
-Measured once for the actual model, device, dtype and thread count (a few seconds on a small model) and
-cached on disk under the user cache dir, keyed by all four (and the torch version): a changed dtype or
-thread count recalibrates. The adaptive policy then scales the curve online by the passes the run makes.
+Measured once for the actual model, device, dtype and thread count (on a 2-core CPU 7 s for SmolLM2-135M,
+20 s for Gemma 3 270M) and cached on disk under the user cache dir, keyed by all four (and the torch
+version): a changed dtype or thread count recalibrates. The adaptive policy then scales the curve online by the passes the run makes.
 """
 
 import functools

@@ -141,7 +141,7 @@ def measure_head_plan(model, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repe
 def planned_head(model, plan):
     """Within the block, the output layer computes its product as ``plan`` says (see the module doc)."""
     head = model.get_output_embeddings()
-    linear = _plain_linear(head) if head is not None else None
+    linear = _plain_linear(head)  # None for a missing head too
     if linear is None or plan.is_identity:
         yield
         return
