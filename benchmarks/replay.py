@@ -1,6 +1,6 @@
 """Model-free replay: feed the greedy outputs recorded by ``benchmarks.run`` through drafting policies.
 
-    python -m benchmarks.replay RUN.json [--grid] [--json PATH]
+    python -m benchmarks.replay RUN.json [--grid] [--cost run|cpu|near_flat] [--json PATH]
 
 No model runs: the recorded continuation is the truth, so each step accepts the longest draft prefix that
 equals it, then one bonus token, exactly as greedy verification would. Per drafting configuration and suite
@@ -9,6 +9,9 @@ position, the drafting cost per step, and a speedup estimate: tokens produced pe
 with each pass of k draft tokens costing c(k) of a cost curve (the one the run calibrated, when its JSON
 holds one; otherwise Gemma 3 270M on a 2-core CPU),
 relative to plain decoding at c(0) per token. It takes seconds, which is how drafting defaults get chosen.
+``--cost`` replays the same outputs under another curve: ``cpu`` (Gemma 3 270M on a 2-core CPU) or
+``near_flat`` (an accelerator's shape, where a longer pass costs little more), so that a default chosen on
+this CPU can be checked against the flat curve the policy must also serve.
 """
 
 import argparse
@@ -35,6 +38,9 @@ PRIOR_NAMES = {
     tuple(min(p, 0.9) for p in DEFAULT_PRIOR): "fitted_cap0.9",
     tuple(max(p, 0.995) if i >= 7 else p for i, p in enumerate(DEFAULT_PRIOR)): "fitted_cap0.995",
 }
+# c(k)/c(0) of a device far from saturation, as on a GPU serving one request: a 64-token pass at 1.4 plain
+# steps. A stand-in, not a measurement (a GPU pass for a model this small is flatter still).
+NEAR_FLAT = CostCurve((0, 1, 2, 4, 8, 16, 32, 64), (1.0, 1.02, 1.03, 1.04, 1.06, 1.1, 1.2, 1.4))
 ADAPTIVE_KNOBS = {
     "occurrence": ("recent", "first"), "min_match": (1, 2, 3), "max_draft": (16, 32, 64, 128),
     "prior_strength": (1.0, 2.0, 8.0), "forgetting": (0.9, 0.95, 0.98, 1.0), "prior": tuple(PRIOR_NAMES),
@@ -154,13 +160,16 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks.replay", description=__doc__.splitlines()[0])
     parser.add_argument("run_json", type=Path, help="a JSON file written by benchmarks.run --json")
     parser.add_argument("--grid", action="store_true", help="also replay a grid of suffix-proposer settings")
+    parser.add_argument("--cost", choices=("run", "cpu", "near_flat"), default="run",
+                        help="cost curve: the run's calibrated one (the default; the CPU stand-in for a run that "
+                             "recorded none), the CPU stand-in, or a near-flat accelerator stand-in")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     data = json.loads(args.run_json.read_text())
     if "outputs" not in data:
         parser.error(f"{args.run_json} has no recorded outputs (write it with benchmarks.run --json)")
-    cost = CPU_SMALL_MODEL
-    if "cost_curve" in data:  # the curve calibrated for the run's model and machine
+    cost = NEAR_FLAT if args.cost == "near_flat" else CPU_SMALL_MODEL
+    if args.cost == "run" and "cost_curve" in data:  # the curve calibrated for the run's model and machine
         cost = CostCurve(tuple(data["cost_curve"]["ks"]), tuple(data["cost_curve"]["seconds"])).relative()
     rows = replay(data["outputs"], configurations(args.grid, cost), cost)
     sys.stdout.write(markdown(rows))

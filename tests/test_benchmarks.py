@@ -165,6 +165,12 @@ def test_replay_on_a_recorded_run(tmp_path):
     assert by[("ceiling_any", "code_edit")]["est_speedup"] >= by[("ceiling_recent", "code_edit")]["est_speedup"] > 1
     assert ("suffix_frequent_k8_m1", "all") in by and ("adaptive[prior=flat0.5]", "all") in by
     assert json.loads((tmp_path / "replay.json").read_text())["rows"]
+    # the same outputs under the near-flat accelerator stand-in: the oracle's one 6-token draft costs 1.05 steps
+    from benchmarks.replay import NEAR_FLAT
+    flat = {(r["config"], r["suite"]): r for r in replay_main([str(path), "--cost", "near_flat"])}
+    assert flat[("oracle_k8", "code_edit")]["est_speedup"] == round(7 / NEAR_FLAT.at(6), 3)
+    assert flat[("oracle_k8", "code_edit")]["est_speedup"] > by[("oracle_k8", "code_edit")]["est_speedup"]
+    assert flat[("suffix_fixed", "code_edit")]["passes"] == by[("suffix_fixed", "code_edit")]["passes"]
 
 
 RECORDED = Path(__file__).resolve().parents[1] / "benchmarks" / "recorded"
