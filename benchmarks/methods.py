@@ -2,25 +2,30 @@
 sampling)`` returning ``(sequences, GenerationStats or None)``; ``sampling`` holds ``do_sample`` and its
 settings, or is empty for greedy decoding.
 
-``vanilla`` and the ``hf_*`` methods are transformers' own ``generate``; the ``rule_*`` methods plug the
-peers' drafting rules into draftless's verification loop; ``no_draft`` runs that loop drafting nothing, so
-that a table shows what the loop alone (its output-layer form, its lighter step) gains over ``generate``
-before any drafting; ``oracle_k*`` drafts the true greedy continuation
+``vanilla`` and the ``hf_*`` methods are transformers' own ``generate``; ``hf_pld_planned`` is transformers'
+prompt lookup with every linear layer in the form draftless's loop uses (``linear_plan``), so that a table
+compares the drafting on an equal pass; the ``rule_*`` methods plug the peers' drafting rules into
+draftless's verification loop; ``no_draft`` runs that loop drafting nothing, so that a table shows what the
+loop alone (its linear layers' forms, its lighter step) gains over ``generate`` before any drafting; ``oracle_k*`` drafts the true greedy continuation
 (``reference``, from the vanilla run) in linear drafts of k tokens: the ceiling for linear drafting.
 """
-
+import contextlib
 
 from draftless.integration import SpeculativeGenerator
+from draftless.integration.calibration import cached_linear_plans
+from draftless.integration.linear_plan import planned_linears
 from draftless.lookup import NgramRule, NullProposer, PromptLookupRule
 
 from .oracle import ORACLE_KS, OracleProposer
 
 
-def _hf(**extra):
+def _hf(planned=False, **extra):
     def run(model, tokenizer, inputs, max_new_tokens, streamer, reference, sampling):
         settings = sampling or {"do_sample": False}
-        return model.generate(**inputs, max_new_tokens=max_new_tokens, streamer=streamer, **settings,
-                              **extra), None
+        form = planned_linears(model, cached_linear_plans(model)) if planned else contextlib.nullcontext()
+        with form:
+            return model.generate(**inputs, max_new_tokens=max_new_tokens, streamer=streamer, **settings,
+                                  **extra), None
     return run
 
 
@@ -37,13 +42,15 @@ METHODS = {
     "vanilla": _hf(),
     "hf_pld": _hf(prompt_lookup_num_tokens=10),
     "hf_pld_n3": _hf(prompt_lookup_num_tokens=10, max_matching_ngram_size=3),
+    "hf_pld_planned": _hf(planned=True, prompt_lookup_num_tokens=10),
     "draftless": _loop(),
     "rule_pld": _loop(lambda ref: PromptLookupRule()),
     "rule_ngram32": _loop(lambda ref: NgramRule()),
     "no_draft": _loop(lambda ref: NullProposer()),
     **{f"oracle_k{k}": _loop(lambda ref, k=k: OracleProposer(ref, k)) for k in ORACLE_KS},
 }
-DEFAULT_METHODS = ("vanilla", "hf_pld", "hf_pld_n3", "draftless", "rule_pld", "rule_ngram32", "no_draft", "oracle")
+DEFAULT_METHODS = ("vanilla", "hf_pld", "hf_pld_n3", "hf_pld_planned", "draftless", "rule_pld", "rule_ngram32",
+                   "no_draft", "oracle")
 
 
 def expand(methods, sampling=False):

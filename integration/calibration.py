@@ -1,5 +1,5 @@
-"""Calibrating the target: the output layer's fastest form (``head_padding``) and the cost curve c(k),
-seconds of one verification pass over 1 + k tokens (measured with that form in place).
+"""Calibrating the target: the linear layers' fastest forms (``linear_plan``) and the cost curve c(k),
+seconds of one verification pass over 1 + k tokens (measured with those forms in place).
 
 Measured once for the actual model, device, dtype and thread count (on a 2-core CPU 7 s for SmolLM2-135M,
 20 s for Gemma 3 270M) and cached on disk under the user cache dir, keyed by all four (and the torch
@@ -17,13 +17,13 @@ import torch
 from draftless.lookup.cost_model import CostCurve
 
 from . import kv_cache
-from .head_padding import HeadPlan, fastest_of_rounds, measure_head_plan, planned_head
+from .linear_plan import LinearPlans, fastest_of_rounds, measure_linear_plans, planned_linears
 from .models import cache_root
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_KS = (0, 1, 2, 3, 4, 8, 16, 32, 64)
-METHOD_VERSION = 3  # bumped when the measurement changes, so that curves measured the old way are redone
+METHOD_VERSION = 4  # bumped when the measurement changes, so that curves measured the old way are redone
 
 
 def calibration_key(model):
@@ -50,7 +50,7 @@ def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=5):
     model(input_ids=prompt, cache=cache, use_cache=True, logits_to_keep=1)
     kv_cache.start_recording(cache)
     inputs = [torch.randint(0, vocab, (1, k + 1), generator=g).to(model.device) for k in ks]
-    with planned_head(model, cached_head_plan(model)):
+    with planned_linears(model, cached_linear_plans(model)):
         best = fastest_of_rounds([functools.partial(_time_pass, model, cache, ids, context) for ids in inputs],
                                  repeats)
     for i in range(1, len(best)):  # a longer pass never costs less
@@ -95,9 +95,10 @@ def _cached(model, kind, measure, encode, decode):
     return value
 
 
-def cached_head_plan(model):
-    """The output layer's ``HeadPlan`` for this model/device/dtype/threads, measured on first use."""
-    return _cached(model, "head", lambda: measure_head_plan(model), HeadPlan.to_json, HeadPlan.from_json)
+def cached_linear_plans(model):
+    """The linear layers' ``LinearPlans`` for this model/device/dtype/threads, measured on first use."""
+    return _cached(model, "linear-plans", lambda: measure_linear_plans(model), LinearPlans.to_json,
+                   LinearPlans.from_json)
 
 
 def cached_cost_curve(model, ks=DEFAULT_KS):

@@ -22,8 +22,8 @@ from transformers.generation.utils import GenerateDecoderOnlyOutput
 from draftless.lookup import AdaptiveConfig, AdaptiveProposer, DraftConfig, SuffixProposer
 
 from .acceptance import greedy_accept, sample_accept
-from .calibration import cached_cost_curve, cached_head_plan
-from .head_padding import planned_head
+from .calibration import cached_cost_curve, cached_linear_plans
+from .linear_plan import planned_linears
 from .generation_plan import plan_generation
 from .stats import StatsRecorder
 from .verifier import Verifier
@@ -55,7 +55,7 @@ class SpeculativeGenerator:
             self.proposer = SuffixProposer(self.config)
         else:  # the cost curve is calibrated once per model/device/dtype/threads and cached on disk
             self.proposer = AdaptiveProposer(self.config, cost=cached_cost_curve(model))
-        self.head_plan = cached_head_plan(model)
+        self.linear_plans = cached_linear_plans(model)
         self.last_stats = None
 
     @torch.no_grad()
@@ -92,7 +92,7 @@ class SpeculativeGenerator:
         ids, done = self._append(plan, ids, tokens, chosen, logits, scores, raw)
         self.proposer.reset(ids[0].cpu().numpy())
         record_cost = getattr(self.proposer, "record_pass", None)
-        with planned_head(self.model, self.head_plan):  # the output layer's product in its fastest form
+        with planned_linears(self.model, self.linear_plans):  # each linear layer's product in its fastest form
             while not done:
                 budget = plan.max_length - ids.shape[1]  # tokens still allowed; one is always the bonus
                 t0 = time.perf_counter()

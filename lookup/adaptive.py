@@ -21,9 +21,10 @@ from .acceptance_model import DEFAULT_PRIOR, LENGTH_EDGES, AcceptanceModel
 from .cost_model import CostCurve, OnlineCost
 
 EMPTY = np.empty(0, dtype=np.int64)
-# c(k)/c(0) calibrated for Gemma 3 270M, fp32, on a 2-core CPU (MKL, output layer rows padded): a stand-in
-# for replays of runs that recorded no curve, and for callers that pass none
-CPU_SMALL_MODEL = CostCurve((0, 1, 2, 3, 4, 8, 16, 32, 64), (1.0, 1.71, 1.92, 1.92, 1.92, 2.02, 2.06, 3.2, 4.3))
+# c(k)/c(0) calibrated for Gemma 3 270M, fp32, on a 2-core CPU (MKL, every linear layer in its fastest form,
+# integration/linear_plan.py): a stand-in for replays of runs that recorded no curve, and for callers that
+# pass none
+CPU_SMALL_MODEL = CostCurve((0, 1, 2, 3, 4, 8, 16, 32, 64), (1.0, 1.02, 1.34, 1.34, 1.63, 3.16, 4.25, 6.46, 9.41))
 
 
 @dataclass(frozen=True, slots=True)

@@ -218,3 +218,23 @@ def test_targets_are_checked_against_the_summary():
                    ("code_edit", "vs hf_pld"): True, ("code_edit", "fraction of oracle"): False,
                    ("qa", "vs vanilla"): True, ("all", "greedy outputs identical to vanilla"): True}
     assert "| m | code_edit | fraction of oracle | 0.700 | 0.8 | NO |" in markdown(check(result))
+
+
+def test_hf_pld_planned_is_prompt_lookup_on_the_planned_layers(monkeypatch):
+    import torch
+
+    from benchmarks import methods
+    from draftless.integration import linear_plan
+
+    model = tiny_model("llama")
+    every = linear_plan.LinearPlan((0, 2, 2, 4, 4), (False, True, True, True, True), ((16, True),))
+    plans = linear_plan.LinearPlans(tuple(sorted((s, every) for s in linear_plan.plain_linears(model))))
+    seen = []
+    real = linear_plan._planned_forward
+    monkeypatch.setattr(methods, "cached_linear_plans", lambda m: plans)
+    monkeypatch.setattr(linear_plan, "_planned_forward", lambda *a: seen.append(1) or real(*a))
+    inputs = {"input_ids": torch.tensor([[5, 6, 7, 8, 5, 6, 7, 8, 5, 6]]), "attention_mask": torch.ones(1, 10)}
+    plain, _ = methods.METHODS["hf_pld"](model, None, inputs, 12, None, None, {})
+    planned, _ = methods.METHODS["hf_pld_planned"](model, None, inputs, 12, None, None, {})
+    assert torch.equal(plain, planned) and seen  # the same tokens, computed through the plans
+    assert not any("forward" in m.__dict__ for m in model.modules())

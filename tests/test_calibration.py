@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from draftless.integration import calibration, head_padding
+from draftless.integration import calibration, linear_plan
 from draftless.lookup.cost_model import CostCurve
 
 from tiny_models import tiny_model
@@ -38,7 +38,7 @@ def test_cache_is_reused_and_keyed_by_dtype_and_threads(cache_dir, monkeypatch):
     calibration._MEMO.clear()
     assert calibration.cached_cost_curve(model) == first and len(calls) == 1  # read back from disk
     assert len(list((cache_dir / "calibration").glob("*-cost-*.json"))) == 1
-    assert len(list((cache_dir / "calibration").glob("*-head.json"))) == 1
+    assert len(list((cache_dir / "calibration").glob("*-linear-plans.json"))) == 1
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1 if threads > 1 else 2)
@@ -66,66 +66,93 @@ def test_ks_must_start_at_zero():
         calibration.measure_cost_curve(tiny_model("llama"), ks=(1, 2))
 
 
-def test_head_plan_is_well_formed_and_survives_the_cache_file():
-    plan = head_padding.measure_head_plan(tiny_model("llama"), max_rows=5, wide_rows=(8, 16), repeats=1)
+def test_linear_plans_are_well_formed_and_survive_the_cache_file(cache_dir):
+    model = tiny_model("llama")
+    groups = linear_plan.plain_linears(model)
+    assert model.get_output_embeddings() in groups[tuple(model.get_output_embeddings().weight.shape)]
+    assert sum(map(len, groups.values())) == sum(type(m) is torch.nn.Linear for m in model.modules())
+    plan = linear_plan.measure_plan(groups[next(iter(groups))], max_rows=5, wide_rows=(8, 16), repeats=1)
     assert len(plan.pad_to) == 6 and all(m <= p <= 5 for m, p in enumerate(plan.pad_to))
     assert [rows for rows, _ in plan.wide] == [8, 16]
-    assert head_padding.HeadPlan.from_json(json.loads(json.dumps(plan.to_json()))) == plan
+    assert linear_plan.LinearPlan.from_json(json.loads(json.dumps(plan.to_json()))) == plan
+    plans = linear_plan.measure_linear_plans(model, max_rows=3, wide_rows=(), repeats=1)
+    assert all(shape in groups and not p.is_identity for shape, p in plans.by_shape)
+    assert linear_plan.LinearPlans.from_json(json.loads(json.dumps(plans.to_json()))) == plans
+    cached = calibration.cached_linear_plans(model)  # measured once, then read back from the cache file
+    calibration._MEMO.clear()
+    assert calibration.cached_linear_plans(model) == cached
 
 
-def test_head_plan_rejects_a_malformed_table():
+def test_linear_plan_rejects_a_malformed_table():
     with pytest.raises(ValueError, match="pad_to"):
-        head_padding.HeadPlan((0, 3, 2), (False,) * 3)
+        linear_plan.LinearPlan((0, 3, 2), (False,) * 3)
     with pytest.raises(ValueError, match="equally long"):
-        head_padding.HeadPlan((0, 1), (False,))
+        linear_plan.LinearPlan((0, 1), (False,))
     with pytest.raises(ValueError, match="wide"):
-        head_padding.HeadPlan((0, 1, 2), (False,) * 3, ((2, True),))
+        linear_plan.LinearPlan((0, 1, 2), (False,) * 3, ((2, True),))
+    with pytest.raises(ValueError, match="one per shape"):
+        linear_plan.LinearPlans((((4, 2), linear_plan.LinearPlan.identity(2)),) * 2)
 
 
-def test_head_plan_choice_pads_small_counts_and_orders_wide_ones():
-    plan = head_padding.HeadPlan((0, 2, 2, 4, 4), (False, True, True, False, True), ((16, True), (32, False)))
+def test_linear_plan_choice_pads_small_counts_and_orders_wide_ones():
+    plan = linear_plan.LinearPlan((0, 2, 2, 4, 4), (False, True, True, False, True), ((16, True), (32, False)))
     assert [plan.choice(m) for m in (1, 3, 4)] == [(2, True), (4, False), (4, True)]
     assert [plan.choice(m) for m in (5, 16, 17, 40)] == [(5, True), (16, True), (17, False), (40, False)]
-    assert head_padding.HeadPlan.identity(4).is_identity and not plan.is_identity
+    assert linear_plan.LinearPlan.identity(4).is_identity and not plan.is_identity
 
 
-EVERY_FORM = head_padding.HeadPlan((0, 4, 4, 4, 4, 8, 8, 8, 8), (False, True, True, False, True, True, False,
-                                                                 True, True), ((16, True),))
+EVERY_FORM = linear_plan.LinearPlan((0, 4, 4, 4, 4, 8, 8, 8, 8), (False, True, True, False, True, True, False,
+                                                                   True, True), ((16, True),))
 
 
-@pytest.mark.parametrize("kind", ["llama", "gemma3", "gpt2"])
-def test_planned_head_changes_no_logit_and_leaves_nothing_behind(kind):
+def every_form(model):
+    """The same plan for every linear shape of ``model``: padded + transposed, plain, and both wide orders."""
+    return linear_plan.LinearPlans(tuple(sorted((shape, EVERY_FORM) for shape in linear_plan.plain_linears(model))))
+
+
+@pytest.mark.parametrize("kind", ["llama", "gemma3", "qwen2", "gpt2"])
+def test_planned_linears_change_no_logit_and_leave_nothing_behind(kind):
     model = tiny_model(kind)
-    head = model.get_output_embeddings()
     ids = torch.arange(3, 23)[None]
     plain = [model(input_ids=ids[:, :n]).logits for n in (1, 3, 6, 12, 20)]
-    with head_padding.planned_head(model, EVERY_FORM):  # padded + transposed, plain, and both wide orders
+    with linear_plan.planned_linears(model, every_form(model)):
+        assert linear_plan.plain_linears(model) == {}  # every plain layer runs its plan now
         planned = [model(input_ids=ids[:, :n]).logits for n in (1, 3, 6, 12, 20)]
     for a, b in zip(plain, planned):
         assert a.shape == b.shape and torch.allclose(a, b, atol=1e-5)
         assert torch.equal(a.argmax(-1), b.argmax(-1))
-    assert "forward" not in head.__dict__ and not head._forward_hooks and not head._forward_pre_hooks
+    for m in model.modules():
+        assert "forward" not in m.__dict__ and not m._forward_hooks and not m._forward_pre_hooks
 
 
-def test_planned_head_adds_the_bias_of_a_head_that_has_one():
-    model = tiny_model("llama")
+def test_planned_linears_install_on_every_planned_layer_and_add_biases():
+    model = tiny_model("qwen2")  # its q/k/v projections have biases
     head = model.get_output_embeddings()
     head.bias = torch.nn.Parameter(torch.randn(head.out_features))
     ids = torch.arange(3, 9)[None]
     plain = model(input_ids=ids).logits
-    with head_padding.planned_head(model, EVERY_FORM):
+    plans = every_form(model)
+    with linear_plan.planned_linears(model, plans):
+        planned = [m for m in model.modules() if "forward" in m.__dict__]
+        assert len(planned) == sum(type(m) is torch.nn.Linear for m in model.modules())
+        assert any(m.bias is not None for m in planned if m is not head)
         assert torch.allclose(model(input_ids=ids).logits, plain, atol=1e-5)
+    only_head = linear_plan.LinearPlans(((tuple(head.weight.shape), EVERY_FORM),))
+    with linear_plan.planned_linears(model, only_head):
+        assert [m for m in model.modules() if "forward" in m.__dict__] == [head]
 
 
-def test_planned_head_is_restored_on_error_and_skips_a_replaced_forward():
+def test_planned_linears_are_restored_on_error_and_skip_a_replaced_forward():
     model = tiny_model("llama")
     head = model.get_output_embeddings()
+    plans = every_form(model)
     with pytest.raises(RuntimeError):
-        with head_padding.planned_head(model, EVERY_FORM):
+        with linear_plan.planned_linears(model, plans):
             raise RuntimeError("boom")
-    assert "forward" not in head.__dict__
+    assert not any("forward" in m.__dict__ for m in model.modules())
     custom = head.forward
-    head.forward = custom  # as accelerate's offload hooks do: the plan must leave such a head alone
-    with head_padding.planned_head(model, EVERY_FORM):
+    head.forward = custom  # as accelerate's offload hooks do: the plan must leave such a layer alone
+    with linear_plan.planned_linears(model, plans):
         assert head.__dict__["forward"] is custom
-    assert head_padding.measure_head_plan(model, max_rows=2, wide_rows=(), repeats=1).is_identity
+    assert head.__dict__["forward"] is custom
+    assert tuple(head.weight.shape) not in linear_plan.plain_linears(model)
