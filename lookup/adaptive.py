@@ -38,7 +38,10 @@ class AdaptiveConfig:
     2.16x), ``prior`` fitted on recorded outputs (flat 0.5: 2.59x, flat 0.8: 2.92x); ``min_match``,
     ``prior_strength`` and ``forgetting`` move the overall figure by 2% at most. Out of sample, on
     SmolLM2-135M-Instruct's recorded run, one knob moved alone helps by 2% at most (``min_match`` 2)
-    and ``prior_strength`` 8 costs 6%.
+    and ``prior_strength`` 8 costs 6%. Checked again on the ``*_linear-plans`` runs, whose plain step is
+    cheaper and curve steeper (Gemma 2.55x, SmolLM2 1.39x; ``min_match`` 2 now loses on both, ``max_draft``
+    16 helps SmolLM2 by 4% and costs Gemma's code edits 21%), and under a near-flat accelerator curve
+    (``--cost near_flat``: ``min_match`` 2 costs 7-8%).
     """
 
     max_draft: int = 64  # the largest draft ever proposed
