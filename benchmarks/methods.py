@@ -6,9 +6,11 @@ settings, or is empty for greedy decoding.
 prompt lookup with every linear layer in the form draftless's loop uses (``linear_plan``), so that a table
 compares the drafting on an equal pass; the ``rule_*`` methods plug the peers' drafting rules into
 draftless's verification loop; ``no_draft`` runs that loop drafting nothing, so that a table shows what the
-loop alone (its linear layers' forms, its lighter step) gains over ``generate`` before any drafting; ``oracle_k*`` drafts the true greedy continuation
-(``reference``, from the vanilla run) in linear drafts of k tokens: the ceiling for linear drafting.
+loop alone (its linear layers' forms, its lighter step) gains over ``generate`` before any drafting;
+``oracle_k*`` drafts the true greedy continuation (``reference``, from the vanilla run) in linear drafts of k
+tokens: the ceiling for linear drafting.
 """
+
 import contextlib
 
 from draftless.integration import SpeculativeGenerator

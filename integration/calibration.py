@@ -3,7 +3,8 @@ seconds of one verification pass over 1 + k tokens (measured with those forms in
 
 Measured once for the actual model, device, dtype and thread count (on a 2-core CPU 11 s for SmolLM2-135M,
 25 s for Gemma 3 270M) and cached on disk under the user cache dir, keyed by all four (and the torch
-version): a changed dtype or thread count recalibrates. The adaptive policy then scales the curve online by the passes the run makes.
+version): a changed dtype or thread count recalibrates. The adaptive policy then scales the curve online by
+the passes the run makes.
 """
 
 import functools
