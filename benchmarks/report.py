@@ -34,7 +34,8 @@ def summarize(runs):
             r = rate[(suite, method)]
             accepted = [x["mean_accepted"] for x in rs if x["mean_accepted"] is not None]
             rows.append({
-                "suite": suite, "method": _method_group(method), "detail": method, "prompts": len(rs),
+                "suite": suite, "method": _method_group(method), "detail": method,
+                "prompts": len({(x["suite"], x["prompt_id"]) for x in rs}), "runs": len(rs),
                 "decode_tok_s": round(r, 3),
                 "total_s": round(sum(x["total_s"] for x in rs), 3),
                 "speedup_vs_vanilla": round(r / vanilla, 3) if vanilla else None,

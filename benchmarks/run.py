@@ -3,10 +3,13 @@ rules and the oracle ceiling.
 
     python -m benchmarks.run [--model gemma-3-270m] [--suite code_edit,rag] [--methods draftless,hf_pld]
                              [--limit N] [--max-new-tokens 128] [--json PATH] [--markdown PATH] [--plot PATH]
-                             [--temperature T] [--top-p P]
+                             [--temperature T] [--top-p P] [--repeats R]
 
 All methods run on the same prompts in one process, interleaved prompt by prompt (vanilla first, the others
-in an order that rotates per prompt). Model loading and Numba compilation are timed on their own lines.
+in an order that rotates per prompt). With ``--repeats R`` each prompt's round of methods runs R times in a
+row (the order rotating again each time), and the summary pools every repeat's tokens and seconds: one
+prompt's decode time varies by up to 15 % from run to run on a shared CPU, so a ratio that sits near a
+target needs more than one run per prompt to resolve. Model loading and Numba compilation are timed on their own lines.
 Each run's prefill is timed to the arrival of its first new token (a streamer), so decode throughput
 excludes it. With ``--temperature``/``--top-p`` every method samples (each run seeded alike per prompt);
 outputs then differ by chance, so the identity check is skipped and the oracle is left out.
@@ -58,8 +61,10 @@ def _warm_up(model, tokenizer):
 
 
 def run(model_name, suites, methods, limit, max_new_tokens, progress=True, temperature=None, top_p=None,
-        checkpoint=None):
+        checkpoint=None, repeats=1):
     """Run the benchmark; ``checkpoint(result)`` is called after every prompt with the result so far."""
+    if not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
     t0 = time.perf_counter()
     model, tokenizer = load_model(model_name)
     load_s = time.perf_counter() - t0
@@ -79,7 +84,7 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
 
     def result():
         return {"model": model_name, "max_new_tokens": max_new_tokens, "suites": list(suites), "methods": names,
-                "sampling": sampling, "load_s": round(load_s, 2), "compile_s": round(compile_s, 2),
+                "repeats": repeats, "sampling": sampling, "load_s": round(load_s, 2), "compile_s": round(compile_s, 2),
                 "calibrate_s": round(calibrate_s, 2),
                 "draftless_config": {"kind": "adaptive", **dataclasses.asdict(AdaptiveConfig())},
                 # unrounded: replay must see the curve the policy saw, or a near tie between two lengths flips
@@ -87,48 +92,57 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
                 "threads": torch.get_num_threads(), "runs": runs, "summary": report.summarize(runs),
                 "mismatches": mismatches, "outputs": outputs}
 
-    bar = tqdm(total=sum(len(t.turns) for t in tasks) * len(names), desc="runs", disable=not progress,
+    bar = tqdm(total=sum(len(t.turns) for t in tasks) * len(names) * repeats, desc="runs", disable=not progress,
                file=sys.stderr)
     for n_task, task in enumerate(tasks):
         answers = []
         for turn in range(len(task.turns)):
             inputs = _encode(tokenizer, render(task, tokenizer, answers))
-            prompt_len = inputs["input_ids"].shape[1]
             prompt_id = task.prompt_id + (f"_t{turn + 1}" if len(task.turns) > 1 else "")
             others = names[1:]
-            shift = n_task % max(1, len(others))
             reference = None
-            for name in ["vanilla"] + others[shift:] + others[:shift]:
-                bar.set_postfix_str(f"{task.suite}/{prompt_id}/{name}")
-                clock = FirstTokenClock()
-                torch.manual_seed(1000 * n_task + turn)  # sampled runs of one prompt start from the same seed
-                start = time.perf_counter()
-                out, stats = METHODS[name](model, tokenizer, inputs, max_new_tokens, clock, reference, sampling)
-                total = time.perf_counter() - start
-                if name == "vanilla":
-                    reference = out[0].tolist()
-                    answers.append(tokenizer.decode(out[0, prompt_len:], skip_special_tokens=True))
-                    outputs.append({"suite": task.suite, "prompt_id": prompt_id, "prompt_len": prompt_len,
-                                    "tokens": reference})
-                prefill = (clock.first - start) if clock.first else total
-                identical = out[0].tolist() == reference if not sampling else None
-                if identical is False:
-                    mismatches.append({"suite": task.suite, "prompt_id": prompt_id, "method": name})
-                runs.append({
-                    "suite": task.suite, "prompt_id": prompt_id, "method": name,
-                    "new_tokens": int(out.shape[1] - prompt_len), "prompt_tokens": int(prompt_len),
-                    "prefill_s": round(prefill, 4), "decode_s": round(total - prefill, 4), "total_s": round(total, 4),
-                    "identical_to_vanilla": identical,
-                    "mean_accepted": round(stats.mean_accepted_length, 3) if stats and stats.passes else None,
-                    "passes": stats.passes if stats else None,
-                })
-                if name == "draftless" and stats:  # what the default policy chose, pass by pass
-                    runs[-1]["draft_trace"] = [list(p) for p in stats.draft_trace]
-                bar.update()
+            for repeat in range(repeats):
+                shift = (n_task + repeat) % max(1, len(others))
+                for name in ["vanilla"] + others[shift:] + others[:shift]:
+                    bar.set_postfix_str(f"{task.suite}/{prompt_id}/{name}")
+                    reference = _one_run(model, tokenizer, task, turn, n_task, repeat, prompt_id, inputs, name,
+                                         reference, answers, max_new_tokens, sampling, runs, outputs, mismatches)
+                    bar.update()
         if checkpoint is not None:
             checkpoint(result())
     bar.close()
     return result()
+
+
+def _one_run(model, tokenizer, task, turn, n_task, repeat, prompt_id, inputs, name, reference, answers,
+             max_new_tokens, sampling, runs, outputs, mismatches):
+    """One method on one prompt: appends its row to ``runs``; returns the vanilla reference (set by the first
+    vanilla run, whose output and answer are recorded)."""
+    prompt_len = inputs["input_ids"].shape[1]
+    clock = FirstTokenClock()
+    torch.manual_seed(1000 * n_task + turn)  # sampled runs of one prompt start from the same seed
+    start = time.perf_counter()
+    out, stats = METHODS[name](model, tokenizer, inputs, max_new_tokens, clock, reference, sampling)
+    total = time.perf_counter() - start
+    if name == "vanilla" and reference is None:
+        reference = out[0].tolist()
+        answers.append(tokenizer.decode(out[0, prompt_len:], skip_special_tokens=True))
+        outputs.append({"suite": task.suite, "prompt_id": prompt_id, "prompt_len": prompt_len, "tokens": reference})
+    prefill = (clock.first - start) if clock.first else total
+    identical = out[0].tolist() == reference if not sampling else None
+    if identical is False:
+        mismatches.append({"suite": task.suite, "prompt_id": prompt_id, "method": name, "repeat": repeat})
+    runs.append({
+        "suite": task.suite, "prompt_id": prompt_id, "method": name, "repeat": repeat,
+        "new_tokens": int(out.shape[1] - prompt_len), "prompt_tokens": int(prompt_len),
+        "prefill_s": round(prefill, 4), "decode_s": round(total - prefill, 4), "total_s": round(total, 4),
+        "identical_to_vanilla": identical,
+        "mean_accepted": round(stats.mean_accepted_length, 3) if stats and stats.passes else None,
+        "passes": stats.passes if stats else None,
+    })
+    if name == "draftless" and stats:  # what the default policy chose, pass by pass
+        runs[-1]["draft_trace"] = [list(p) for p in stats.draft_trace]
+    return reference
 
 
 def _csv(value, allowed, what):
@@ -153,6 +167,7 @@ def main(argv=None):
     parser.add_argument("--plot", type=Path)
     parser.add_argument("--temperature", type=float, default=None, help="sample at this temperature")
     parser.add_argument("--top-p", type=float, default=None, help="sample with this nucleus")
+    parser.add_argument("--repeats", type=int, default=1, help="runs of every method per prompt (pooled)")
     args = parser.parse_args(argv)
     if args.temperature is not None and args.temperature <= 0:
         parser.error("--temperature must be > 0 (leave it out for greedy decoding)")
@@ -162,9 +177,11 @@ def main(argv=None):
         parser.error("--limit must be >= 1")
     if args.max_new_tokens < 1:
         parser.error("--max-new-tokens must be >= 1")
+    if args.repeats < 1:
+        parser.error("--repeats must be >= 1")
     save = (lambda partial: args.json.write_text(json.dumps(partial, indent=1))) if args.json else None
     result = run(args.model, args.suite, args.methods, args.limit, args.max_new_tokens,
-                 temperature=args.temperature, top_p=args.top_p, checkpoint=save)
+                 temperature=args.temperature, top_p=args.top_p, checkpoint=save, repeats=args.repeats)
     print(f"model load: {result['load_s']} s; Numba compile and warm-up: {result['compile_s']} s")
     print(f"cost curve calibration: {result['calibrate_s']} s; c(k) at k={result['cost_curve']['ks']}: "
           f"{[round(x, 5) for x in result['cost_curve']['seconds']]} s")

@@ -8,6 +8,7 @@ import pytest
 from benchmarks import report
 from benchmarks.methods import OracleProposer, expand
 from benchmarks.run import main as run_main
+from benchmarks.run import run as run_benchmark
 from benchmarks.suites import SUITES, build, render
 from draftless.lookup import AdaptiveConfig, AdaptiveProposer
 
@@ -75,6 +76,26 @@ def test_bad_options_are_refused(tiny_dir):
         run_main(["--model", str(tiny_dir), "--methods", "magic"])
     with pytest.raises(SystemExit):
         run_main(["--model", str(tiny_dir), "--limit", "0"])
+    with pytest.raises(SystemExit):
+        run_main(["--model", str(tiny_dir), "--repeats", "0"])
+    with pytest.raises(ValueError, match="repeats"):
+        run_benchmark(str(tiny_dir), ["code_edit"], ["draftless"], 1, 4, progress=False, repeats=0)
+
+
+def test_repeats_pool_every_run_of_a_prompt(tiny_dir):
+    result = run_main(["--model", str(tiny_dir), "--suite", "code_edit,multi_turn", "--limit", "1",
+                       "--methods", "draftless,hf_pld", "--max-new-tokens", "8", "--repeats", "3"])
+    assert result["repeats"] == 3 and not result["mismatches"]
+    assert len(result["outputs"]) == 3  # recorded once per prompt and turn, not once per repeat
+    for prompt in ("code_0", "sb_81_t1", "sb_81_t2"):
+        for method in ("vanilla", "draftless", "hf_pld"):
+            rows = [r for r in result["runs"] if r["prompt_id"] == prompt and r["method"] == method]
+            assert sorted(r["repeat"] for r in rows) == [0, 1, 2] and all(r["identical_to_vanilla"] for r in rows)
+    for row in result["summary"]:
+        assert row["runs"] == 3 * row["prompts"]
+        pooled = [r for r in result["runs"] if row["suite"] in (r["suite"], "all") and r["method"] == row["detail"]]
+        tokens = sum(r["new_tokens"] - 1 for r in pooled)
+        assert row["decode_tok_s"] == pytest.approx(tokens / sum(r["decode_s"] for r in pooled), rel=1e-3)
 
 
 def test_every_suite_builds_and_renders_in_both_formats():
