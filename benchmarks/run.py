@@ -9,8 +9,8 @@ All methods run on the same prompts in one process, interleaved prompt by prompt
 in an order that rotates per prompt). With ``--repeats R`` each prompt's round of methods runs R times in a
 row (the order rotating again each time), and the summary pools every repeat's tokens and seconds: one
 prompt's decode time varies by up to 15 % from run to run on a shared CPU, so a ratio that sits near a
-target needs more than one run per prompt to resolve. Model loading and Numba compilation are timed on their own lines.
-Each run's prefill is timed to the arrival of its first new token (a streamer), so decode throughput
+target needs more than one run per prompt to resolve. Model loading and Numba compilation are timed on their
+own lines. Each run's prefill is timed to the arrival of its first new token (a streamer), so decode throughput
 excludes it. With ``--temperature``/``--top-p`` every method samples (each run seeded alike per prompt);
 outputs then differ by chance, so the identity check is skipped and the oracle is left out.
 """
@@ -84,65 +84,58 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
 
     def result():
         return {"model": model_name, "max_new_tokens": max_new_tokens, "suites": list(suites), "methods": names,
-                "repeats": repeats, "sampling": sampling, "load_s": round(load_s, 2), "compile_s": round(compile_s, 2),
-                "calibrate_s": round(calibrate_s, 2),
+                "repeats": repeats, "sampling": sampling, "load_s": round(load_s, 2),
+                "compile_s": round(compile_s, 2), "calibrate_s": round(calibrate_s, 2),
                 "draftless_config": {"kind": "adaptive", **dataclasses.asdict(AdaptiveConfig())},
                 # unrounded: replay must see the curve the policy saw, or a near tie between two lengths flips
                 "cost_curve": {"ks": list(curve.ks), "seconds": list(curve.seconds)},
                 "threads": torch.get_num_threads(), "runs": runs, "summary": report.summarize(runs),
                 "mismatches": mismatches, "outputs": outputs}
 
-    bar = tqdm(total=sum(len(t.turns) for t in tasks) * len(names) * repeats, desc="runs", disable=not progress,
-               file=sys.stderr)
+    bar = tqdm(total=sum(len(t.turns) for t in tasks) * len(names) * repeats, desc="runs",
+               disable=not progress, file=sys.stderr)
     for n_task, task in enumerate(tasks):
         answers = []
         for turn in range(len(task.turns)):
             inputs = _encode(tokenizer, render(task, tokenizer, answers))
+            prompt_len = inputs["input_ids"].shape[1]
             prompt_id = task.prompt_id + (f"_t{turn + 1}" if len(task.turns) > 1 else "")
             others = names[1:]
             reference = None
-            for repeat in range(repeats):
-                shift = (n_task + repeat) % max(1, len(others))
-                for name in ["vanilla"] + others[shift:] + others[:shift]:
-                    bar.set_postfix_str(f"{task.suite}/{prompt_id}/{name}")
-                    reference = _one_run(model, tokenizer, task, turn, n_task, repeat, prompt_id, inputs, name,
-                                         reference, answers, max_new_tokens, sampling, runs, outputs, mismatches)
-                    bar.update()
+            rounds = [(repeat, name) for repeat in range(repeats)
+                      for shift in [(n_task + repeat) % max(1, len(others))]
+                      for name in ["vanilla"] + others[shift:] + others[:shift]]
+            for repeat, name in rounds:
+                bar.set_postfix_str(f"{task.suite}/{prompt_id}/{name}")
+                clock = FirstTokenClock()
+                torch.manual_seed(1000 * n_task + turn)  # sampled runs of one prompt start from the same seed
+                start = time.perf_counter()
+                out, stats = METHODS[name](model, tokenizer, inputs, max_new_tokens, clock, reference, sampling)
+                total = time.perf_counter() - start
+                if name == "vanilla" and reference is None:  # the first repeat's output is the reference
+                    reference = out[0].tolist()
+                    answers.append(tokenizer.decode(out[0, prompt_len:], skip_special_tokens=True))
+                    outputs.append({"suite": task.suite, "prompt_id": prompt_id, "prompt_len": prompt_len,
+                                    "tokens": reference})
+                prefill = (clock.first - start) if clock.first else total
+                identical = out[0].tolist() == reference if not sampling else None
+                if identical is False:
+                    mismatches.append({"suite": task.suite, "prompt_id": prompt_id, "method": name, "repeat": repeat})
+                runs.append({
+                    "suite": task.suite, "prompt_id": prompt_id, "method": name, "repeat": repeat,
+                    "new_tokens": int(out.shape[1] - prompt_len), "prompt_tokens": int(prompt_len),
+                    "prefill_s": round(prefill, 4), "decode_s": round(total - prefill, 4), "total_s": round(total, 4),
+                    "identical_to_vanilla": identical,
+                    "mean_accepted": round(stats.mean_accepted_length, 3) if stats and stats.passes else None,
+                    "passes": stats.passes if stats else None,
+                })
+                if name == "draftless" and stats:  # what the default policy chose, pass by pass
+                    runs[-1]["draft_trace"] = [list(p) for p in stats.draft_trace]
+                bar.update()
         if checkpoint is not None:
             checkpoint(result())
     bar.close()
     return result()
-
-
-def _one_run(model, tokenizer, task, turn, n_task, repeat, prompt_id, inputs, name, reference, answers,
-             max_new_tokens, sampling, runs, outputs, mismatches):
-    """One method on one prompt: appends its row to ``runs``; returns the vanilla reference (set by the first
-    vanilla run, whose output and answer are recorded)."""
-    prompt_len = inputs["input_ids"].shape[1]
-    clock = FirstTokenClock()
-    torch.manual_seed(1000 * n_task + turn)  # sampled runs of one prompt start from the same seed
-    start = time.perf_counter()
-    out, stats = METHODS[name](model, tokenizer, inputs, max_new_tokens, clock, reference, sampling)
-    total = time.perf_counter() - start
-    if name == "vanilla" and reference is None:
-        reference = out[0].tolist()
-        answers.append(tokenizer.decode(out[0, prompt_len:], skip_special_tokens=True))
-        outputs.append({"suite": task.suite, "prompt_id": prompt_id, "prompt_len": prompt_len, "tokens": reference})
-    prefill = (clock.first - start) if clock.first else total
-    identical = out[0].tolist() == reference if not sampling else None
-    if identical is False:
-        mismatches.append({"suite": task.suite, "prompt_id": prompt_id, "method": name, "repeat": repeat})
-    runs.append({
-        "suite": task.suite, "prompt_id": prompt_id, "method": name, "repeat": repeat,
-        "new_tokens": int(out.shape[1] - prompt_len), "prompt_tokens": int(prompt_len),
-        "prefill_s": round(prefill, 4), "decode_s": round(total - prefill, 4), "total_s": round(total, 4),
-        "identical_to_vanilla": identical,
-        "mean_accepted": round(stats.mean_accepted_length, 3) if stats and stats.passes else None,
-        "passes": stats.passes if stats else None,
-    })
-    if name == "draftless" and stats:  # what the default policy chose, pass by pass
-        runs[-1]["draft_trace"] = [list(p) for p in stats.draft_trace]
-    return reference
 
 
 def _csv(value, allowed, what):
