@@ -102,9 +102,10 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
             prompt_id = task.prompt_id + (f"_t{turn + 1}" if len(task.turns) > 1 else "")
             others = names[1:]
             reference = None
-            rounds = [(repeat, name) for repeat in range(repeats)
-                      for shift in [(n_task + repeat) % max(1, len(others))]
-                      for name in ["vanilla"] + others[shift:] + others[:shift]]
+            rounds = []  # (repeat, method): vanilla first, then the others in an order rotating per run
+            for repeat in range(repeats):
+                shift = (n_task + repeat) % max(1, len(others))
+                rounds += [(repeat, name) for name in ["vanilla"] + others[shift:] + others[:shift]]
             for repeat, name in rounds:
                 bar.set_postfix_str(f"{task.suite}/{prompt_id}/{name}")
                 clock = FirstTokenClock()
