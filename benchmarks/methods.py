@@ -5,7 +5,7 @@ settings, or is empty for greedy decoding.
 ``vanilla`` and the ``hf_*`` methods are transformers' own ``generate``; ``hf_pld_planned`` is transformers'
 prompt lookup with every linear layer in the form draftless's loop uses (``linear_plan``), so that a table
 compares the drafting on an equal pass; the ``rule_*`` methods plug the peers' drafting rules into
-draftless's verification loop; ``no_draft`` runs that loop drafting nothing, so that a table shows what the
+draftless's verification loop (transformers' prompt lookup, vLLM's n-gram proposer, SuffixDecoding); ``no_draft`` runs that loop drafting nothing, so that a table shows what the
 loop alone (its linear layers' forms, its lighter step) gains over ``generate`` before any drafting;
 ``oracle_k*`` drafts the true greedy continuation (``reference``, from the vanilla run) in linear drafts of k
 tokens: the ceiling for linear drafting.
@@ -16,7 +16,7 @@ import contextlib
 from draftless.integration import SpeculativeGenerator
 from draftless.integration.calibration import cached_linear_plans
 from draftless.integration.linear_plan import planned_linears
-from draftless.lookup import NgramRule, NullProposer, PromptLookupRule
+from draftless.lookup import NgramRule, NullProposer, PromptLookupRule, SuffixDecodingRule
 
 from .oracle import ORACLE_KS, OracleProposer
 
@@ -48,11 +48,12 @@ METHODS = {
     "draftless": _loop(),
     "rule_pld": _loop(lambda ref: PromptLookupRule()),
     "rule_ngram32": _loop(lambda ref: NgramRule()),
+    "rule_suffix": _loop(lambda ref: SuffixDecodingRule()),
     "no_draft": _loop(lambda ref: NullProposer()),
     **{f"oracle_k{k}": _loop(lambda ref, k=k: OracleProposer(ref, k)) for k in ORACLE_KS},
 }
 DEFAULT_METHODS = ("vanilla", "hf_pld", "hf_pld_n3", "hf_pld_planned", "draftless", "rule_pld", "rule_ngram32",
-                   "no_draft", "oracle")
+                   "rule_suffix", "no_draft", "oracle")
 
 
 def expand(methods, sampling=False):

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from draftless.lookup import DraftConfig, NgramRule, PromptLookupRule, SuffixProposer
+from draftless.lookup import DraftConfig, NgramRule, PromptLookupRule, SuffixDecodingRule, SuffixProposer
 from draftless.lookup.acceptance_model import DEFAULT_PRIOR
 from draftless.lookup.adaptive import CPU_SMALL_MODEL, AdaptiveConfig, AdaptiveProposer
 from draftless.lookup.cost_model import CostCurve
@@ -57,6 +57,7 @@ def configurations(grid=False, cost=CPU_SMALL_MODEL):
         "suffix_fixed": lambda truth: SuffixProposer(DraftConfig()),
         "rule_pld": lambda truth: PromptLookupRule(),
         "rule_ngram32": lambda truth: NgramRule(),
+        "rule_suffix": lambda truth: SuffixDecodingRule(),
         **{f"oracle_k{k}": lambda truth, k=k: OracleProposer(truth, k) for k in ORACLE_KS},
         "ceiling_recent": lambda truth: LookupCeilingProposer(truth, cost, "recent"),
         "ceiling_any": lambda truth: LookupCeilingProposer(truth, cost, "any"),

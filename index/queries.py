@@ -69,3 +69,41 @@ def feed_matcher(nodes, edges, table, tokens, cursor, stream):
             length = nodes[v, LEN]
     cursor[0] = v
     cursor[1] = length
+
+
+@njit(cache=True)
+def frequent_path(nodes, edges, tokens, state, max_len):
+    """The path of most frequent continuations below ``state``, at most ``max_len`` tokens.
+
+    Returns ``(tokens, counts)``: ``tokens[i]`` is the most frequent token after the state's string followed
+    by ``tokens[:i]`` (ties to the more recent occurrence, as ``top_continuations``), and ``counts[i]`` how
+    often the state's string occurs followed by ``tokens[:i + 1]``. The path stops early where that string was
+    never followed by anything. Invariant: ``counts`` never increases along the path (each count is one
+    successor's share of the previous one).
+
+    Example: stream ``1 2 3 1 2 4 1 2 3 1 2``, state of ``1 2``, ``max_len`` 4 -> tokens ``[3, 1, 2, 4]``,
+    counts ``[2, 2, 2, 1]`` ("1 2 3 1 2" twice: the stream also ends with it; "1 2 3 1 2 4" once).
+    """
+    out_tokens = np.empty(max_len, dtype=np.int32)
+    out_counts = np.empty(max_len, dtype=np.int32)
+    v = state
+    n = 0
+    while n < max_len:
+        best_edge = -1
+        best_count = -1
+        best_recent = -1
+        f = nodes[v, HEAD]
+        while f != -1:
+            dst = edges[f, EDGE_DST]
+            count = nodes[dst, COUNT]
+            recent = nodes[dst, RECENT]
+            if count > best_count or (count == best_count and recent > best_recent):
+                best_edge, best_count, best_recent = f, count, recent
+            f = edges[f, EDGE_NEXT]
+        if best_edge == -1:
+            break
+        out_tokens[n] = edge_token(nodes, edges, tokens, best_edge)
+        out_counts[n] = best_count
+        v = edges[best_edge, EDGE_DST]
+        n += 1
+    return out_tokens[:n], out_counts[:n]

@@ -6,7 +6,7 @@ import numpy as np
 
 from . import layout as L
 from .automaton import extend_automaton
-from .queries import top_continuations
+from .queries import frequent_path, top_continuations
 from .transitions import rebuild_table
 from .validation import as_token_array, check_positive_int, check_vocab_size
 
@@ -144,8 +144,35 @@ class SuffixIndex:
             raise ValueError(f"state must be in [0, {self.num_states}), got {state}")
         return Continuations(*top_continuations(self._nodes, self._edges, self._tokens, int(state), limit))
 
+    def frequent_path(self, state, max_len):
+        """The most frequent continuation of ``state``'s strings, token by token, as ``(tokens, counts)``:
+        ``counts[i]`` occurrences of the string followed by ``tokens[:i + 1]`` (see ``frequent_path``)."""
+        max_len = int(max_len)
+        if max_len < 0:
+            raise ValueError(f"max_len must be >= 0, got {max_len}")
+        if not 0 <= int(state) < self.num_states:
+            raise ValueError(f"state must be in [0, {self.num_states}), got {state}")
+        return frequent_path(self._nodes, self._edges, self._tokens, int(state), max_len)
+
+    def suffix_states(self):
+        """The states of the stream's suffixes that occurred before, longest first: an int64 array of
+        ``(state, shortest, longest)`` rows. Every suffix of ``shortest..longest`` tokens belongs to that
+        state, so all of them occurred at the same end positions and were followed by the same tokens."""
+        rows = []
+        v, longest = int(self._meta[L.MATCH_STATE]), int(self._meta[L.MATCH_LEN])
+        while longest > 0 and v != L.ROOT:
+            link = int(self._nodes[v, L.LINK])
+            shortest = int(self._nodes[link, L.LEN]) + 1
+            rows.append((v, shortest, longest))
+            v, longest = link, shortest - 1
+        return np.array(rows, dtype=np.int64).reshape(-1, 3)
+
     def state_length(self, state):
         return int(self._nodes[state, L.LEN])
+
+    def state_count(self, state):
+        """How often the state's strings occur (their end positions, the stream's own end included)."""
+        return int(self._nodes[state, L.COUNT])
 
     def state_ends(self, state):
         """``(recent_end, first_end)`` of a state's strings (-1, -1 for the root)."""

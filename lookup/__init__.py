@@ -2,7 +2,7 @@
 
 from .adaptive import AdaptiveConfig, AdaptiveProposer
 from .config import DraftConfig
-from .peer_rules import NgramRule, PromptLookupRule
+from .peer_rules import NgramRule, PromptLookupRule, SuffixDecodingRule
 from .proposer import NullProposer, Proposer, SuffixProposer
 
-__all__ = ["AdaptiveConfig", "AdaptiveProposer", "DraftConfig", "NgramRule", "NullProposer", "PromptLookupRule", "Proposer", "SuffixProposer"]
+__all__ = ["AdaptiveConfig", "AdaptiveProposer", "DraftConfig", "NgramRule", "NullProposer", "PromptLookupRule", "Proposer", "SuffixDecodingRule", "SuffixProposer"]

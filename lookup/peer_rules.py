@@ -6,10 +6,21 @@ own verification loop, free of each runtime's overhead. Written from the rules' 
 * ``NgramRule`` -- vLLM's n-gram proposer: the longest suffix n-gram of ``min_ngram``..``max_ngram`` (1-5)
   tokens that occurred before, oldest occurrence; draft 32 tokens.
 
-Both rescan the whole stream every step (O(n) each), as the originals do.
+* ``SuffixDecodingRule`` -- SuffixDecoding (Oliaro et al., 2024, as ArcticInference implements it and vLLM
+  configures it by default): a suffix tree of depth 24 over the request; for every length m of the stream's
+  suffix, the most frequent path below it, each token kept while the share of the suffix's occurrences
+  that go on that way stays at least ``min_token_prob`` (0.1), for at most ``max_spec_factor * m`` (1.0 x m)
+  and ``max_spec_tokens`` (32) tokens within the tree's depth; the draft with the highest summed share wins.
+
+The first two rescan the whole stream every step (O(n) each), as the originals do. The third reads the
+same occurrence counts from draftless's suffix index, which a suffix tree of that depth holds; the
+original's global tree of earlier requests' outputs is left out, as every method here drafts from its own
+request only.
 """
 
 import numpy as np
+
+from draftless.index import SuffixIndex
 
 from .stream_buffer import StreamBuffer
 
@@ -75,3 +86,45 @@ class NgramRule(_RescanRule):
 
     def __init__(self, min_ngram=1, max_ngram=5, num_tokens=32):
         super().__init__(min_ngram, max_ngram, num_tokens)
+
+
+class SuffixDecodingRule:
+    """SuffixDecoding's path speculation over the request's own tokens (see the module doc)."""
+
+    def __init__(self, max_depth=24, max_spec_tokens=32, max_spec_factor=1.0, min_token_prob=0.1):
+        if max_depth < 2 or max_spec_tokens < 1:
+            raise ValueError(f"need max_depth >= 2 and max_spec_tokens >= 1, got {max_depth}, {max_spec_tokens}")
+        if not max_spec_factor > 0 or not 0 <= min_token_prob <= 1:
+            raise ValueError(f"need max_spec_factor > 0 and min_token_prob in [0, 1], got {max_spec_factor}, "
+                             f"{min_token_prob}")
+        self.max_depth, self.max_spec_tokens = max_depth, max_spec_tokens
+        self.max_spec_factor, self.min_token_prob = max_spec_factor, min_token_prob
+        self.index = SuffixIndex()
+
+    def reset(self, tokens):
+        self.index = SuffixIndex(tokens)
+
+    def update(self, tokens):
+        self.index.extend(tokens)
+
+    def propose(self, max_tokens):
+        cap = min(int(max_tokens), self.max_spec_tokens)
+        best, best_score = EMPTY, 0.0
+        if cap <= 0:
+            return best
+        # shortest suffix first, so that a tie goes to the longer one, as in the original
+        for state, shortest, longest in self.index.suffix_states()[::-1]:
+            lengths = np.arange(shortest, min(longest, self.max_depth - 1) + 1)
+            if lengths.size == 0:
+                continue
+            limits = np.minimum(np.minimum(cap, (lengths * self.max_spec_factor + 1e-6).astype(np.int64)),
+                                self.max_depth - lengths)  # a tree of depth d holds d - m tokens below m
+            tokens, counts = self.index.frequent_path(state, int(limits.max()))
+            share = counts / self.index.state_count(state)  # non-increasing along the path
+            kept = int(np.count_nonzero(share >= self.min_token_prob))
+            scores = np.concatenate(([0.0], np.cumsum(share[:kept])))
+            for limit in limits:
+                n = min(int(limit), kept)
+                if scores[n] >= best_score:
+                    best, best_score = tokens[:n].astype(np.int64), scores[n]
+        return best

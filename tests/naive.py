@@ -58,3 +58,30 @@ def incremental_stream_match(docs_and_feeds):
         return 0, -1, -1
     ends = occurrence_ends(doc, live[len(live) - length:])
     return length, max(ends), min(ends)
+
+
+def frequent_path(stream, length, max_len):
+    """(tokens, counts) of the most frequent path after the suffix of ``length`` tokens: each next token the
+    one that most often followed the string so far (ties: the later occurrence), each count the occurrences
+    of the suffix followed by the path so far."""
+    string = list(stream[len(stream) - length:])
+    tokens, counts = [], []
+    while len(tokens) < max_len:
+        ranked = ranked_continuations_of(stream, string)
+        if not ranked:
+            break
+        tok, count, _ = ranked[0]
+        string.append(tok)
+        tokens.append(tok)
+        counts.append(count)
+    return tokens, counts
+
+
+def ranked_continuations_of(stream, pattern):
+    """``ranked_continuations`` for any ``pattern``, not only a suffix of ``stream``."""
+    out = {}
+    for e in occurrence_ends(stream, pattern):
+        if e + 1 < len(stream):
+            count, _ = out.get(stream[e + 1], (0, -1))
+            out[stream[e + 1]] = (count + 1, e + 1)
+    return sorted(((tok, c, pos) for tok, (c, pos) in out.items()), key=lambda t: (-t[1], -t[2]))

@@ -107,3 +107,32 @@ def test_long_random_stream_against_naive_at_checkpoints(vocab):
         prefix = stream[: start + 37]
         assert tuple(idx.longest_match()) == naive.longest_match(prefix)
     idx.check_invariants()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(small_vocab, edited_repeats(), periodic, one_token), st.integers(0, 12))
+def test_suffix_states_and_frequent_paths_match_naive(stream, max_len):
+    idx = SuffixIndex(stream, recency_depth=UNBOUNDED)
+    rows = idx.suffix_states()
+    length = idx.longest_match().length
+    # the rows cover every suffix length 1..length once, longest first
+    assert [n for _, shortest, longest in rows for n in range(longest, shortest - 1, -1)] == \
+        list(range(length, 0, -1))
+    for state, shortest, longest in rows:
+        tokens, counts = idx.frequent_path(state, max_len)
+        want = naive.frequent_path(stream, int(longest), max_len)
+        assert (tokens.tolist(), counts.tolist()) == want, (stream, longest)
+        assert naive.frequent_path(stream, int(shortest), max_len) == want  # one state, one set of followers
+        assert all(a >= b for a, b in zip(counts.tolist(), counts.tolist()[1:]))
+    with pytest.raises(ValueError, match="max_len"):
+        idx.frequent_path(0, -1)
+    with pytest.raises(ValueError, match="state"):
+        idx.frequent_path(idx.num_states, 3)
+
+
+def test_frequent_path_docstring_example():
+    idx = SuffixIndex([1, 2, 3, 1, 2, 4, 1, 2, 3, 1, 2])
+    (state, shortest, longest), = [row for row in idx.suffix_states() if row[1] <= 2 <= row[2]]
+    tokens, counts = idx.frequent_path(state, 4)
+    assert tokens.tolist() == [3, 1, 2, 4] and counts.tolist() == [2, 2, 2, 1]
+    assert SuffixIndex([5, 6, 7]).suffix_states().shape == (0, 3)

@@ -5,8 +5,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from draftless.lookup import DraftConfig, NgramRule, NullProposer, PromptLookupRule, SuffixProposer
+from draftless.lookup import DraftConfig, NgramRule, NullProposer, PromptLookupRule, SuffixDecodingRule, SuffixProposer
 from draftless.lookup.peer_rules import oldest_continuation
+
+import naive
 
 
 def test_default_config_and_validation():
@@ -73,3 +75,48 @@ def test_peer_rules_as_their_originals_describe():
     assert solo.propose(5).size == 0  # nothing repeats
     with pytest.raises(ValueError, match="ngram"):
         NgramRule(min_ngram=3, max_ngram=2)
+
+
+def naive_suffix_decoding(stream, budget, depth=24, cap=32, factor=1.0, min_prob=0.1):
+    """SuffixDecoding's path speculation as its description reads, with brute-force occurrence counts."""
+    best, best_score = [], 0.0
+    longest = naive.longest_match(stream)[0]
+    for m in range(1, min(longest, depth - 1) + 1):
+        limit = min(budget, cap, int(m * factor + 1e-6), depth - m)
+        total = len(naive.occurrence_ends(stream, stream[len(stream) - m:]))
+        tokens, counts = naive.frequent_path(stream, m, limit)
+        draft, score = [], 0.0
+        for tok, count in zip(tokens, counts):
+            if count / total < min_prob:
+                break
+            draft.append(tok)
+            score += count / total
+        if score >= best_score:
+            best, best_score = draft, score
+    return best
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(st.lists(st.integers(0, 3), max_size=80), st.lists(st.integers(0, 30), max_size=80)),
+       st.integers(1, 40), st.sampled_from([(24, 32, 1.0), (6, 32, 1.0), (24, 4, 2.0)]))
+def test_suffix_decoding_rule_matches_its_description(stream, budget, knobs):
+    depth, cap, factor = knobs
+    rule = SuffixDecodingRule(max_depth=depth, max_spec_tokens=cap, max_spec_factor=factor)
+    rule.reset(np.array(stream[:5], dtype=np.int64))
+    rule.update(np.array(stream[5:], dtype=np.int64))
+    assert rule.propose(budget).tolist() == naive_suffix_decoding(stream, budget, depth, cap, factor)
+
+
+def test_suffix_decoding_rule_drafts_no_longer_than_its_match():
+    rule = SuffixDecodingRule()
+    rule.reset(np.array([1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3], dtype=np.int64))
+    # "1 2 3" occurred once before (and ends the stream: 2 occurrences), so each path token has share 1/2
+    assert rule.propose(10).tolist() == [4, 5, 6]
+    rule.update(np.array([4]))
+    assert rule.propose(10).tolist() == [5, 6, 7, 8] and rule.propose(2).tolist() == [5, 6]
+    rule.reset(np.array([5, 6, 7]))
+    assert rule.propose(5).size == 0 and rule.propose(0).size == 0
+    with pytest.raises(ValueError, match="max_depth"):
+        SuffixDecodingRule(max_depth=1)
+    with pytest.raises(ValueError, match="min_token_prob"):
+        SuffixDecodingRule(min_token_prob=1.5)
