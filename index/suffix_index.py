@@ -138,11 +138,8 @@ class SuffixIndex:
         """Distinct tokens that followed the current longest match (or ``state``), most frequent first,
         with their counts and the position of their latest occurrence, as ``Continuations``."""
         limit = check_positive_int(limit, "limit")
-        if state is None:
-            state = int(self._meta[L.MATCH_STATE])
-        elif not 0 <= int(state) < self.num_states:
-            raise ValueError(f"state must be in [0, {self.num_states}), got {state}")
-        return Continuations(*top_continuations(self._nodes, self._edges, self._tokens, int(state), limit))
+        state = int(self._meta[L.MATCH_STATE]) if state is None else self._checked_state(state)
+        return Continuations(*top_continuations(self._nodes, self._edges, self._tokens, state, limit))
 
     def frequent_path(self, state, max_len):
         """The most frequent continuation of ``state``'s strings, token by token, as ``(tokens, counts)``:
@@ -150,9 +147,12 @@ class SuffixIndex:
         max_len = int(max_len)
         if max_len < 0:
             raise ValueError(f"max_len must be >= 0, got {max_len}")
+        return frequent_path(self._nodes, self._edges, self._tokens, self._checked_state(state), max_len)
+
+    def _checked_state(self, state):
         if not 0 <= int(state) < self.num_states:
             raise ValueError(f"state must be in [0, {self.num_states}), got {state}")
-        return frequent_path(self._nodes, self._edges, self._tokens, int(state), max_len)
+        return int(state)
 
     def suffix_states(self):
         """The states of the stream's suffixes that occurred before, longest first: an int64 array of

@@ -18,21 +18,29 @@ def longest_match(stream):
     return 0, -1, -1
 
 
-def continuations(stream, length):
-    """{token: (count, latest position)} of the tokens that followed the suffix of ``length`` tokens."""
-    n = len(stream)
+def followers(stream, ends):
+    """{token: (count, latest position)} of the tokens right after the end positions ``ends``."""
     out = {}
-    for e in occurrence_ends(stream, stream[n - length:]) if length else range(-1, n - 1):
-        if e + 1 < n:
+    for e in ends:
+        if e + 1 < len(stream):
             count, _ = out.get(stream[e + 1], (0, -1))
             out[stream[e + 1]] = (count + 1, e + 1)
     return out
 
 
-def ranked_continuations(stream, length):
-    """``continuations`` ordered as the index orders them: count, then recency, descending."""
-    items = continuations(stream, length)
+def continuations(stream, length):
+    """``followers`` of the suffix of ``length`` tokens (of every position for 0)."""
+    n = len(stream)
+    return followers(stream, occurrence_ends(stream, stream[n - length:]) if length else range(-1, n - 1))
+
+
+def ranked(items):
+    """``followers`` ordered as the index orders them: count, then recency, descending."""
     return sorted(((tok, c, pos) for tok, (c, pos) in items.items()), key=lambda t: (-t[1], -t[2]))
+
+
+def ranked_continuations(stream, length):
+    return ranked(continuations(stream, length))
 
 
 def stream_match(doc, live):
@@ -79,9 +87,4 @@ def frequent_path(stream, length, max_len):
 
 def ranked_continuations_of(stream, pattern):
     """``ranked_continuations`` for any ``pattern``, not only a suffix of ``stream``."""
-    out = {}
-    for e in occurrence_ends(stream, pattern):
-        if e + 1 < len(stream):
-            count, _ = out.get(stream[e + 1], (0, -1))
-            out[stream[e + 1]] = (count + 1, e + 1)
-    return sorted(((tok, c, pos) for tok, (c, pos) in out.items()), key=lambda t: (-t[1], -t[2]))
+    return ranked(followers(stream, occurrence_ends(stream, pattern)))
