@@ -1,16 +1,22 @@
 """An online model of draft acceptance: how likely each draft token is accepted, given what the index knows
-about the match it came from.
+about the match it came from and whether the output is copying (``copy_regime``).
 
-The rate ``a(l, from_prompt)`` is the chance that the token which followed an earlier occurrence of the matched
-suffix is the target's next token, given that the matched suffix is ``l`` tokens long and the occurrence lies
-in the prompt or in generated text. Lengths are bucketed (``LENGTH_EDGES``). Once the first ``i`` draft
-tokens are accepted, the suffix matched at the next position is ``l + i`` tokens long, so a draft's position
-``i`` is accepted (given every earlier one was) with rate ``a(l + i)``: the survival of a k-token draft is
-the running product of ``a(l), a(l+1), ..`` and ``E[accepted | k]`` its running sum. Long copies thus earn
-long drafts from the first step of a match, not after a ramp.
+The rate ``a(l, from_prompt, copying)`` is the chance that the token which followed an earlier occurrence of
+the matched suffix is the target's next token, given that the matched suffix is ``l`` tokens long, the
+occurrence lies in the prompt or in generated text, and the output is copying or writing. Lengths are
+bucketed (``LENGTH_EDGES``).
 
-Per cell a Beta posterior over ``a``: a prior, then each verification's evidence within the request (every
-accepted position a success in its own length cell, the first rejected one a failure), with exponential
+- *Copying*: once the first ``i`` draft tokens are accepted, the suffix matched at the next position is
+  ``l + i`` tokens long, so a draft's position ``i`` is accepted (given every earlier one was) with rate
+  ``a(l + i)``: long copies earn long drafts from the first step of a match, not after a ramp.
+- *Writing*: every draft position has the rate ``a(l)`` of the length the draft starts from: no credit for
+  unverified draft tokens. While the output writes new text, the phrases it copies end within a few tokens
+  at any length; crediting draft tokens as matched length drafted 17+ tokens from 2-7-token matches on
+  SmolLM2's summaries, at 0.82-1.29 tokens per plain step's cost (``benchmarks/recorded/README.md``).
+
+The survival of a k-token draft is the running product of its positions' rates and ``E[accepted | k]`` its
+running sum. Per cell a Beta posterior over ``a``: a prior, then each verification's evidence within the
+request (every accepted position a success in its cell, the first rejected one a failure), with exponential
 forgetting so that the model follows text that starts or stops repeating.
 
 How far back the occurrence lies and how often its continuation followed the suffix are left out by
@@ -25,9 +31,9 @@ import numpy as np
 LENGTH_EDGES = np.array([1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64])  # bucket b: [EDGES[b], EDGES[b+1])
 # Prior rate per bucket: the frequency, over every position of the greedy outputs recorded on the
 # development suites (benchmarks/recorded, Gemma 3 270M, 31 requests, 3,600 positions), with which the
-# token after the most recent occurrence of the longest matched suffix was the next token; the two from_prompts
+# token after the most recent occurrence of the longest matched suffix was the next token; the two origins
 # measured within 0.1 of each other, so both start from the pooled figure; capped at 0.98 so that a cell
-# never starts certain.
+# never starts certain. Both regimes start from it.
 DEFAULT_PRIOR = (0.35, 0.52, 0.7, 0.72, 0.88, 0.95, 0.97, 0.98, 0.98, 0.98, 0.98, 0.98)
 
 
@@ -44,6 +50,9 @@ def expected_accepted(rates):
 
 
 class AcceptanceModel:
+    """Cells ``[regime, origin, bucket]``: regime 0 writing, 1 copying; origin 0 generated text, 1 prompt. Every
+    cell starts from ``prior``'s rate for its bucket and learns from its own evidence."""
+
     def __init__(self, prior=DEFAULT_PRIOR, strength=2.0, forgetting=0.98):
         prior = np.asarray(prior, dtype=np.float64)
         if prior.shape != LENGTH_EDGES.shape or np.any((prior <= 0) | (prior >= 1)):
@@ -52,34 +61,39 @@ class AcceptanceModel:
             raise ValueError(f"strength must be > 0, got {strength}")
         if not 0 < forgetting <= 1:
             raise ValueError(f"forgetting must be in (0, 1], got {forgetting}")
-        self.prior = np.tile(prior, (2, 1))  # row 0: continuation from generated text, row 1: from the prompt
+        self.prior = np.tile(prior, (2, 2, 1))
         self.strength = strength
         self.forgetting = forgetting
         self.hits = np.zeros_like(self.prior)
         self.trials = np.zeros_like(self.prior)
 
-    def rates(self, lengths, from_prompt):
+    def rates(self, lengths, from_prompt, copying=True):
         """Posterior mean acceptance rate at matched suffix ``lengths`` (an int or an array)."""
-        row, col = int(bool(from_prompt)), bucket(lengths)
+        cell = (int(bool(copying)), int(bool(from_prompt)), bucket(lengths))
         s = self.strength
-        return (s * self.prior[row, col] + self.hits[row, col]) / (s + self.trials[row, col])
+        return (s * self.prior[cell] + self.hits[cell]) / (s + self.trials[cell])
 
-    def rate(self, length, from_prompt):
-        return float(self.rates(length, from_prompt))
+    def rate(self, length, from_prompt, copying=True):
+        return float(self.rates(length, from_prompt, copying))
 
-    def expected(self, length, from_prompt, k_max):
+    @staticmethod
+    def judged_lengths(length, n, copying):
+        """The matched length each of a draft's first ``n`` positions is judged at."""
+        return length + np.arange(int(n)) if copying else np.full(int(n), length)
+
+    def expected(self, length, from_prompt, k_max, copying=True):
         """``E[accepted | k]`` for k = 0 .. k_max, for a draft from a match of ``length`` tokens."""
-        return expected_accepted(self.rates(length + np.arange(int(k_max)), from_prompt))
+        return expected_accepted(self.rates(self.judged_lengths(length, k_max, copying), from_prompt, copying))
 
-    def observe(self, length, from_prompt, accepted, drafted):
+    def observe(self, length, from_prompt, accepted, drafted, copying=True):
         """One verification: the first ``accepted`` of ``drafted`` tokens kept. Position i was judged at
-        suffix length ``length + i``: a success while i < accepted, then one failure if the draft was cut;
+        ``judged_lengths``'s length: a success while i < accepted, then one failure if the draft was cut;
         later draft tokens were never judged."""
         if drafted <= 0:
             return
         self.hits *= self.forgetting
         self.trials *= self.forgetting
-        row = int(bool(from_prompt))
-        judged = bucket(length + np.arange(min(accepted + 1, drafted)))
-        np.add.at(self.trials[row], judged, 1.0)
-        np.add.at(self.hits[row], judged[:accepted], 1.0)
+        cells = (int(bool(copying)), int(bool(from_prompt)))
+        judged = bucket(self.judged_lengths(length, min(accepted + 1, drafted), copying))
+        np.add.at(self.trials[cells], judged, 1.0)
+        np.add.at(self.hits[cells], judged[:accepted], 1.0)

@@ -18,6 +18,7 @@ from draftless.index import SuffixIndex
 from draftless.index.validation import check_positive_int
 
 from .acceptance_model import DEFAULT_PRIOR, LENGTH_EDGES, AcceptanceModel
+from .copy_regime import CopyRegime
 from .cost_model import CostCurve, OnlineCost
 
 EMPTY = np.empty(0, dtype=np.int64)
@@ -46,24 +47,41 @@ class AdaptiveConfig:
 
     max_draft: int = 64  # the largest draft ever proposed
     min_match: int = 1  # shorter matches are never drafted from
-    occurrence: str = "recent"  # "recent" or "first": which earlier occurrence supplies the continuation
+    # which earlier occurrence supplies the continuation: "frequent" (the latest occurrence of the token that
+    # most often followed the matched suffix), "recent" (the latest occurrence) or "first" (the earliest)
+    occurrence: str = "frequent"
     prior_strength: float = 2.0
     forgetting: float = 0.98
     prior: tuple = DEFAULT_PRIOR  # acceptance rate per matched-length bucket before any evidence
+    copy_length: int = 6  # a generated token is copied when it ends a match of at least this many tokens
+    copy_share: float = 0.4  # the output is copying while at least this share of recent tokens is copied
+    copy_memory: float = 0.98  # per-token forgetting of that share
 
     def __post_init__(self):
-        for name in ("max_draft", "min_match"):
+        for name in ("max_draft", "min_match", "copy_length"):
             check_positive_int(getattr(self, name), name)
-        if self.occurrence not in ("recent", "first"):
-            raise ValueError(f"occurrence must be 'recent' or 'first', got {self.occurrence!r}")
+        if self.occurrence not in ("frequent", "recent", "first"):
+            raise ValueError(f"occurrence must be 'frequent', 'recent' or 'first', got {self.occurrence!r}")
         if not self.prior_strength > 0:
             raise ValueError(f"prior_strength must be > 0, got {self.prior_strength}")
-        if not 0 < self.forgetting <= 1:
-            raise ValueError(f"forgetting must be in (0, 1], got {self.forgetting}")
+        for name in ("forgetting", "copy_memory"):
+            if not 0 < getattr(self, name) <= 1:
+                raise ValueError(f"{name} must be in (0, 1], got {getattr(self, name)}")
+        if not 0 <= self.copy_share <= 1:
+            raise ValueError(f"copy_share must be in [0, 1], got {self.copy_share}")
         prior = tuple(float(x) for x in self.prior)
         if len(prior) != len(LENGTH_EDGES) or not all(0 < x < 1 for x in prior):
             raise ValueError(f"prior must hold {len(LENGTH_EDGES)} rates in (0, 1), got {self.prior!r}")
         object.__setattr__(self, "prior", prior)
+
+
+def source_end(index, match, occurrence):
+    """The end position of the earlier occurrence of ``match`` (the index's longest match) whose
+    continuation is drafted, by the ``occurrence`` rule of ``AdaptiveConfig``."""
+    if occurrence == "frequent":
+        best = index.continuations(limit=1)  # ties go to the more recent occurrence
+        return int(best.ends[0]) - 1 if best.tokens.size else match.recent_end
+    return match.recent_end if occurrence == "recent" else match.first_end
 
 
 def best_draft_length(expected, cost):
@@ -87,7 +105,9 @@ class AdaptiveProposer:
     def reset(self, tokens):
         self.index = SuffixIndex(tokens, vocab_size=self.vocab_size)
         self.prompt_len = len(self.index)
-        self.acceptance = AcceptanceModel(self.config.prior, self.config.prior_strength, self.config.forgetting)
+        c = self.config
+        self.acceptance = AcceptanceModel(c.prior, c.prior_strength, c.forgetting)
+        self.regime = CopyRegime(c.copy_length, c.copy_share, c.copy_memory)
         self._pending = None
         self.chosen = []
 
@@ -98,28 +118,33 @@ class AdaptiveProposer:
         if match.length < self.config.min_match or k_cap <= 0:
             self.chosen.append((len(self.index), 0))
             return EMPTY
-        end = match.recent_end if self.config.occurrence == "recent" else match.first_end
+        end = source_end(self.index, match, self.config.occurrence)
         from_prompt = end < self.prompt_len
+        copying = self.regime.copying
         available = len(self.index) - 1 - end
-        expected = self.acceptance.expected(match.length, from_prompt, min(k_cap, available))
+        expected = self.acceptance.expected(match.length, from_prompt, min(k_cap, available), copying)
         k = best_draft_length(expected, self.cost.cost)
         self.chosen.append((len(self.index), k))
         if k == 0:
             return EMPTY
         draft = self.index.continuation(end, k).astype(np.int64)
-        self._pending = (match.length, from_prompt, draft)
+        self._pending = (match.length, from_prompt, copying, draft)
         return draft
 
     def update(self, tokens):
         tokens = np.asarray(tokens, dtype=np.int64).ravel()
         if self._pending is not None:
-            length, from_prompt, draft = self._pending
+            length, from_prompt, copying, draft = self._pending
             judged = min(draft.size, max(0, tokens.size - 1))  # the last token is the target's own
             same = draft[:judged] == tokens[:judged]
             accepted = int(np.argmin(same)) if not same.all() else judged
-            self.acceptance.observe(length, from_prompt, accepted, draft.size)
+            self.acceptance.observe(length, from_prompt, accepted, draft.size, copying)
             self._pending = None
-        self.index.extend(tokens)
+        if tokens.size > 1:  # the accepted draft tokens, then the target's own: a copy usually ends at the latter
+            self.index.extend(tokens[:-1])
+            self.regime.observe(tokens.size - 1, self.index.longest_match().length)
+        self.index.extend(tokens[-1:])
+        self.regime.observe(min(1, tokens.size), self.index.longest_match().length)
 
     def record_pass(self, k, seconds):
         self.cost.observe(k, seconds)

@@ -3,8 +3,12 @@
 import numpy as np
 import pytest
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from draftless.lookup.acceptance_model import AcceptanceModel, bucket, expected_accepted
 from draftless.lookup.adaptive import AdaptiveConfig, AdaptiveProposer, best_draft_length
+from draftless.lookup.copy_regime import CopyRegime, shares_by_token
 from draftless.lookup.cost_model import FLAT, CostCurve, OnlineCost
 
 CPU = CostCurve((0, 1, 16, 32, 64), (1.0, 1.05, 2.3, 3.1, 4.8))
@@ -99,9 +103,10 @@ def test_acceptance_model_learns_and_forgets():
 
 
 @pytest.mark.parametrize("kwargs, error", [
-    ({"max_draft": 0}, ValueError), ({"min_match": 1.5}, TypeError), ({"occurrence": "frequent"}, ValueError),
+    ({"max_draft": 0}, ValueError), ({"min_match": 1.5}, TypeError), ({"occurrence": "nearest"}, ValueError),
     ({"prior_strength": 0}, ValueError), ({"forgetting": 1.5}, ValueError), ({"prior": (0.5,) * 3}, ValueError),
-    ({"prior": (1.0,) * 12}, ValueError),
+    ({"prior": (1.0,) * 12}, ValueError), ({"copy_length": 0}, ValueError), ({"copy_share": 1.5}, ValueError),
+    ({"copy_memory": 0.0}, ValueError),
 ])
 def test_config_is_validated(kwargs, error):
     with pytest.raises(error, match=next(iter(kwargs))):
@@ -133,3 +138,62 @@ def test_adaptive_proposer_in_the_verification_loop_is_exact_and_learns_cost():
     assert torch.equal(out, model.generate(ids, do_sample=False, max_new_tokens=40, eos_token_id=None))
     assert proposer.cost.scale != 1.0  # the loop reported its passes' real durations
     assert len(proposer.chosen) == gen.last_stats.passes and gen.last_stats.accepted > 0
+
+
+def naive_share(copied_flags, memory, start=0.5, weight=8.0):
+    """The copy regime's share after the given tokens, one at a time, as its docstring defines it."""
+    num, den = start * weight, weight
+    for flag in copied_flags:
+        num, den = num * memory + flag, den * memory + 1.0
+    return num / den
+
+
+@given(st.lists(st.tuples(st.integers(1, 40), st.integers(0, 60)), max_size=12), st.sampled_from([1.0, 0.98, 0.9]))
+def test_copy_regime_counts_the_newest_tokens_of_a_match_as_copied(runs, memory):
+    regime, flags = CopyRegime(copy_length=6, copy_share=0.4, memory=memory), []
+    for appended, length in runs:  # within a run the match grew by one a token: token j ended at length - (n-1-j)
+        regime.observe(appended, length)
+        flags += [length - (appended - 1 - j) >= 6 for j in range(appended)]
+        assert regime.share == pytest.approx(naive_share(flags, memory))
+        assert regime.copying == (regime.share >= 0.4)
+    lengths = [3, 7, 9, 0, 6]
+    assert shares_by_token(lengths, 6, memory).tolist() == pytest.approx(
+        [naive_share([x >= 6 for x in lengths[:i]], memory) for i in range(len(lengths))])
+
+
+def test_writing_regime_gives_unverified_draft_tokens_no_credit():
+    m = AcceptanceModel()
+    writing = m.expected(3, True, 10, copying=False)
+    assert writing.tolist() == pytest.approx(expected_accepted(np.full(10, m.rate(3, True))).tolist())
+    assert writing[-1] < m.expected(3, True, 10, copying=True)[-1]  # copying: rates rise along the draft
+    for _ in range(20):  # a writing draft's positions are all judged at the length it started from
+        m.observe(3, True, accepted=4, drafted=10, copying=False)
+    assert m.rate(3, True, copying=False) > 0.75 > m.rate(3, True, copying=True)
+    assert m.rate(6, True, copying=False) == pytest.approx(m.rate(6, True, copying=True))  # untouched
+    assert m.trials[0, 1, bucket(3)] > 0 and m.trials[1].sum() == 0 and m.trials[0, 1].sum() == m.trials[0, 1, bucket(3)]
+
+
+def test_regime_follows_the_output_and_writing_drafts_stay_short():
+    rng = np.random.default_rng(2)
+    block = list(range(100, 160))
+    # a prompt that holds the block, then generated text that copies 5-token phrases of it between new words
+    phrases = [x for s in rng.integers(0, 55, 60) for x in block[s: s + 5] + rng.integers(0, 1000, 3).tolist()]
+    p = AdaptiveProposer(cost=CPU)
+    ks = drive(p, block + phrases, prompt_len=len(block))
+    assert not p.regime.copying and max(ks[-60:]) <= 5  # writing: no long drafts from short matches
+    p2 = AdaptiveProposer(AdaptiveConfig(copy_share=0.0), cost=CPU)  # always copying: the policy before
+    assert max(drive(p2, block + phrases, prompt_len=len(block))[-60:]) >= 32
+    ks = drive(p, block + phrases[:200] + block + block, prompt_len=len(block))
+    assert p.regime.copying and max(ks[-5:]) >= 32  # copying again once the block comes back
+
+
+def test_frequent_occurrence_drafts_the_majority_follower():
+    stream = np.array([5, 6, 1, 9, 5, 6, 1, 8, 5, 6, 2, 7, 5, 6])  # after "5 6": 1 twice, then 2 last
+    for occurrence, first in (("frequent", 1), ("recent", 2), ("first", 1)):
+        p = AdaptiveProposer(AdaptiveConfig(occurrence=occurrence), cost=FLAT)
+        p.reset(stream)
+        draft = p.propose(4)
+        assert draft[0] == first
+    p = AdaptiveProposer(AdaptiveConfig(occurrence="frequent"), cost=FLAT)
+    p.reset(stream)
+    assert p.propose(3).tolist()[:2] == [1, 8]  # the latest occurrence of the majority follower

@@ -204,12 +204,11 @@ def test_replay_reproduces_the_draft_lengths_measured_with_the_model(name):
     loop's online cost scale multiplies the whole curve, so it never changes the best k.) Where an output
     stopped at EOS, runs recorded before 9bb5fc5 counted draft tokens accepted past the EOS, which the record
     does not hold: that pass is compared by its draft length only."""
-    from benchmarks.replay import replay_one
+    from benchmarks.replay import recorded_config, replay_one
     from draftless.lookup.cost_model import CostCurve
 
     data = json.loads((RECORDED / name).read_text())
-    fields = {k: v for k, v in data["draftless_config"].items() if k != "kind"}
-    config = AdaptiveConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()})
+    config = recorded_config(data)
     cost = CostCurve(tuple(data["cost_curve"]["ks"]), tuple(data["cost_curve"]["seconds"]))
     traces = {(r["suite"], r["prompt_id"]): r["draft_trace"] for r in data["runs"] if r["method"] == "draftless"}
     assert len(traces) == len(data["outputs"]) > 0
