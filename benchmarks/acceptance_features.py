@@ -17,7 +17,9 @@ event whose rate the model learns. It then reports:
 
 Features: ``distance``, tokens from the occurrence's end to the stream's end; ``followers``, whether the
 recent continuation is the only token that ever followed the suffix, the one most (more than half) of its
-occurrences had, or a minority one.
+occurrences had, or a minority one; ``regime``, whether the output is copying or writing before the token
+(``draftless.lookup.copy_regime`` with ``AdaptiveConfig``'s defaults, told one token at a time), the input
+the model gained after this tool first ran.
 """
 
 import argparse
@@ -30,6 +32,8 @@ import numpy as np
 
 from draftless.index import SuffixIndex
 from draftless.lookup.acceptance_model import LENGTH_EDGES, bucket
+from draftless.lookup.adaptive import AdaptiveConfig
+from draftless.lookup.copy_regime import CopyRegime
 
 # the acceptance model's first five length buckets (1, 2, 3, 4-5, 6-7 tokens), then every longer match pooled
 LENGTH_GROUPS = tuple(str(a) if b == a + 1 else f"{a}-{b - 1}" for a, b in zip(LENGTH_EDGES[:5], LENGTH_EDGES[1:6])) + (
@@ -38,6 +42,7 @@ DISTANCE_EDGES = (0, 32, 128, 512)
 FEATURES = {
     "distance": tuple(f"{a}+" for a in DISTANCE_EDGES),
     "followers": ("only", "majority", "minority"),
+    "regime": ("writing", "copying"),
 }
 
 
@@ -49,6 +54,8 @@ def observations(tokens, prompt_len):
     if start >= tokens.size:
         return []
     index = SuffixIndex(tokens[:start])
+    config = AdaptiveConfig()
+    regime = CopyRegime(config.copy_length, config.copy_share, config.copy_memory)  # told one token at a time
     rows = []
     for pos in range(start, tokens.size):
         match = index.longest_match()
@@ -62,10 +69,27 @@ def observations(tokens, prompt_len):
                 "origin": "prompt" if match.recent_end < prompt_len else "generated",
                 "distance": FEATURES["distance"][int(np.searchsorted(DISTANCE_EDGES, distance, side="right")) - 1],
                 "followers": "only" if seen.tokens.size == 1 else ("majority" if share > 0.5 else "minority"),
+                "regime": "copying" if regime.copying else "writing",
                 "hit": follower == int(tokens[pos]),
             })
         index.extend(int(tokens[pos]))
+        regime.observe(1, index.longest_match().length)
     return rows
+
+
+def copied_share(tokens, prompt_len, copy_length=AdaptiveConfig().copy_length):
+    """The fraction of generated tokens (after the prefill's) that end a match of ``copy_length`` or more
+    tokens with earlier text: how much of one output is copied."""
+    tokens = np.asarray(tokens, dtype=np.int64)
+    start = prompt_len + 1
+    if start >= tokens.size:
+        return 0.0
+    index = SuffixIndex(tokens[:start])
+    copied = 0
+    for pos in range(start, tokens.size):
+        index.extend(int(tokens[pos]))
+        copied += index.longest_match().length >= copy_length
+    return copied / (tokens.size - start)
 
 
 def cross_validated_bits(requests, keys, shrink=10.0):
@@ -98,7 +122,13 @@ def analyse(outputs):
     flat = [r for req in requests for r in req]
     base = cross_validated_bits(requests, ("length", "origin"))
     result = {"positions": len(flat), "hit_rate": round(float(np.mean([r["hit"] for r in flat])), 4) if flat else 0.0,
-              "bits_length_origin": round(base, 4), "features": {}}
+              "bits_length_origin": round(base, 4), "features": {}, "copied_share": {}}
+    shares = defaultdict(list)
+    for o in outputs:
+        shares[o.get("suite", "all")].append(copied_share(o["tokens"], o["prompt_len"]))
+    for suite, values in sorted(shares.items()):
+        result["copied_share"][suite] = {"mean": round(float(np.mean(values)), 3), "min": round(float(np.min(values)), 3),
+                                         "max": round(float(np.max(values)), 3), "requests": len(values)}
     for name, values in FEATURES.items():
         table = []
         for group in LENGTH_GROUPS:
@@ -125,7 +155,12 @@ def markdown(name, result):
                    for v in values]
             lines.append(f"| {group} | " + " | ".join(row) + " |")
         lines.append("")
-    return "\n".join(lines) + "\n"
+    lines += ["Copied share per request (generated tokens that end a match of "
+              f"{AdaptiveConfig().copy_length}+ tokens), by suite:", "", "| suite | requests | mean | min | max |",
+              "|---|---|---|---|---|"]
+    lines += [f"| {suite} | {v['requests']} | {v['mean']:.2f} | {v['min']:.2f} | {v['max']:.2f} |"
+              for suite, v in result["copied_share"].items()]
+    return "\n".join(lines) + "\n\n"
 
 
 def main(argv=None):

@@ -6,32 +6,44 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from benchmarks.acceptance_features import DISTANCE_EDGES, FEATURES, LENGTH_GROUPS, cross_validated_bits, main, \
-    observations
+from benchmarks.acceptance_features import DISTANCE_EDGES, FEATURES, LENGTH_GROUPS, copied_share, \
+    cross_validated_bits, main, observations
+
+
+def longest_earlier_suffix(stream):
+    """(length, end positions) of the longest suffix of ``stream`` that also ends earlier; (0, []) if none."""
+    n = len(stream)
+    for length in range(n - 1, 0, -1):
+        suffix = stream[n - length:]
+        ends = [e for e in range(length - 1, n - 1) if stream[e - length + 1: e + 1] == suffix]
+        if ends:
+            return length, ends
+    return 0, []
 
 
 def naive_observations(tokens, prompt_len):
     rows = []
+    copied, weight = 0.5 * 8.0, 8.0  # the copy regime's share, as copy_regime defines it (6+ tokens, 0.98)
     for pos in range(prompt_len + 1, len(tokens)):
         stream = tokens[:pos]
         n = len(stream)
-        for length in range(n - 1, 0, -1):
-            suffix = stream[n - length:]
-            ends = [e for e in range(length - 1, n - 1) if stream[e - length + 1: e + 1] == suffix]
-            if ends:
-                break
-        else:
+        length, ends = longest_earlier_suffix(stream)
+        share = copied / weight
+        after = longest_earlier_suffix(tokens[:pos + 1])[0]
+        copied, weight = copied * 0.98 + (after >= 6), weight * 0.98 + 1.0
+        if not ends:
             continue
         recent = max(ends)
         followers = Counter(stream[e + 1] for e in ends)
         follower = stream[recent + 1]
-        share = followers[follower] / sum(followers.values())
+        ratio = followers[follower] / sum(followers.values())
         group = {1: "1", 2: "2", 3: "3", 4: "4-5", 5: "4-5", 6: "6-7", 7: "6-7"}.get(length, "8+")
         distance = n - 1 - recent
         rows.append({
             "length": group, "origin": "prompt" if recent < prompt_len else "generated",
             "distance": f"{max(e for e in DISTANCE_EDGES if e <= distance)}+",
-            "followers": "only" if len(followers) == 1 else ("majority" if share > 0.5 else "minority"),
+            "followers": "only" if len(followers) == 1 else ("majority" if ratio > 0.5 else "minority"),
+            "regime": "copying" if share >= 0.4 else "writing",
             "hit": follower == tokens[pos],
         })
     return rows
@@ -46,12 +58,15 @@ def test_observations_match_a_plain_walk(seed):
         tokens = tokens[:30] + tokens[:12] + [9] + tokens[13:30]
     prompt_len = 20
     assert observations(tokens, prompt_len) == naive_observations(tokens, prompt_len)
+    copied = [longest_earlier_suffix(tokens[:pos + 1])[0] >= 6 for pos in range(prompt_len + 1, len(tokens))]
+    assert copied_share(tokens, prompt_len) == pytest.approx(np.mean(copied))
 
 
 def test_observations_of_a_copy_and_a_contested_follower():
     rows = observations([1, 2, 1, 3, 1, 3, 1, 2], 2)
     # at "1 2 1": "1" followed by 2 only, recent follower 2 but 3 comes: a miss from the prompt
-    assert rows[0] == {"length": "1", "origin": "prompt", "distance": "0+", "followers": "only", "hit": False}
+    assert rows[0] == {"length": "1", "origin": "prompt", "distance": "0+", "followers": "only", "regime": "copying",
+                       "hit": False}
     # at "1 2 1 3 1 3 1": "1 3 1" occurred ending at 4, followed by 3, and the truth is 2: a miss from
     # generated text
     assert rows[-1]["length"] == "3" and rows[-1]["origin"] == "generated" and not rows[-1]["hit"]
@@ -91,6 +106,7 @@ def test_main_writes_tables_and_json(tmp_path, capsys):
     assert json.loads((tmp_path / "features.json").read_text()) == results
     out = capsys.readouterr().out
     assert "`distance` added" in out and "| length | only | majority | minority |" in out
+    assert set(result["copied_share"]) == {"code_edit"} and result["copied_share"]["code_edit"]["requests"] == 4
     (tmp_path / "bare.json").write_text(json.dumps({"runs": []}))
     with pytest.raises(SystemExit):
         main([str(tmp_path / "bare.json")])
