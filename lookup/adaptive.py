@@ -43,6 +43,14 @@ class AdaptiveConfig:
     cheaper and curve steeper (Gemma 2.55x, SmolLM2 1.39x; ``min_match`` 2 now loses on both, ``max_draft``
     16 helps SmolLM2 by 4% and costs Gemma's code edits 21%), and under a near-flat accelerator curve
     (``--cost near_flat``: ``min_match`` 2 costs 7-8%).
+
+    ``occurrence`` "frequent" and the copy regime (``copy_length``, ``copy_share``, ``copy_memory``; see
+    ``copy_regime``) were chosen the same way on the ``*_linear-plans`` runs (Gemma all / code_edit, SmolLM2
+    summarization / rag / qa): the defaults give 2.61 / 4.25 and 1.35 / 1.36 / 1.24; ``copy_share`` 0 (always
+    copying, the policy before, with "frequent") 2.56 / 4.25 and 1.25 / 1.27 / 1.23; ``copy_share`` 0.3 leaves
+    SmolLM2's summaries at 1.31; ``copy_length`` 8 or 12 costs Gemma's code edits 3-5%; "recent" instead of
+    "frequent" 2.59 and 1.34 / 1.35 / 1.24; ``copy_memory`` 0.95 costs Gemma's summaries 3% and 1.0 moves
+    nothing by more than 2%.
     """
 
     max_draft: int = 64  # the largest draft ever proposed
