@@ -13,8 +13,6 @@ cannot serve both, and within one 128-token request too few long drafts fail for
 the difference in time. The regime, read off the stream itself, separates them from the first tokens.
 """
 
-import numpy as np
-
 START_SHARE = 0.5  # a request starts undecided, on the copying side of the default threshold 0.4
 START_WEIGHT = 8.0  # worth 8 generated tokens: a few tokens of evidence settle the regime
 
@@ -50,13 +48,3 @@ class CopyRegime:
         self.copied = self.copied * decay + newest
         self.weight = self.weight * decay + geometric
 
-
-def shares_by_token(match_lengths, copy_length=6, memory=0.98):
-    """The regime's share before each generated token, given the match length after each: what the
-    proposer would have seen had it been told one token at a time (a reference for tests and fitting)."""
-    regime = CopyRegime(copy_length, 0.0, memory)
-    out = np.empty(len(match_lengths))
-    for i, length in enumerate(match_lengths):
-        out[i] = regime.share
-        regime.observe(1, length)
-    return out

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from draftless.lookup.acceptance_model import AcceptanceModel, bucket, expected_accepted
 from draftless.lookup.adaptive import AdaptiveConfig, AdaptiveProposer, best_draft_length
-from draftless.lookup.copy_regime import CopyRegime, shares_by_token
+from draftless.lookup.copy_regime import CopyRegime
 from draftless.lookup.cost_model import FLAT, CostCurve, OnlineCost
 
 CPU = CostCurve((0, 1, 16, 32, 64), (1.0, 1.05, 2.3, 3.1, 4.8))
@@ -156,9 +156,10 @@ def test_copy_regime_counts_the_newest_tokens_of_a_match_as_copied(runs, memory)
         flags += [length - (appended - 1 - j) >= 6 for j in range(appended)]
         assert regime.share == pytest.approx(naive_share(flags, memory))
         assert regime.copying == (regime.share >= 0.4)
-    lengths = [3, 7, 9, 0, 6]
-    assert shares_by_token(lengths, 6, memory).tolist() == pytest.approx(
-        [naive_share([x >= 6 for x in lengths[:i]], memory) for i in range(len(lengths))])
+    lengths, one_at_a_time = [3, 7, 9, 0, 6], CopyRegime(copy_length=6, copy_share=0.4, memory=memory)
+    for i, length in enumerate(lengths):  # told one token at a time, as acceptance_features tells it
+        assert one_at_a_time.share == pytest.approx(naive_share([x >= 6 for x in lengths[:i]], memory))
+        one_at_a_time.observe(1, length)
 
 
 def test_writing_regime_gives_unverified_draft_tokens_no_credit():
