@@ -18,6 +18,7 @@ import torch
 from draftless.lookup.cost_model import CostCurve
 
 from . import kv_cache
+from .attention import grouped_query_sdpa
 from .linear_plan import LinearPlans, fastest_of_rounds, measure_linear_plans, planned_linears
 from .models import cache_root
 
@@ -25,6 +26,9 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_KS = (0, 1, 2, 3, 4, 8, 16, 32, 64)
 METHOD_VERSION = 4  # bumped when the measurement changes, so that curves measured the old way are redone
+# bumped when the loop's pass changes but the linear layers' plans stand: 2, the reserved KV cache and grouped
+# key/value heads attended as they are
+CURVE_VERSION = 2
 
 
 def calibration_key(model):
@@ -47,11 +51,11 @@ def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=5):
     vocab = model.config.get_text_config().vocab_size
     g = torch.Generator().manual_seed(0)
     prompt = torch.randint(0, vocab, (1, context), generator=g).to(model.device)
-    cache = kv_cache.new_cache(model)
+    cache = kv_cache.new_cache(model, context + max(ks) + 1)
     model(input_ids=prompt, cache=cache, use_cache=True, logits_to_keep=1)
     kv_cache.start_recording(cache)
     inputs = [torch.randint(0, vocab, (1, k + 1), generator=g).to(model.device) for k in ks]
-    with planned_linears(model, cached_linear_plans(model)):
+    with planned_linears(model, cached_linear_plans(model)), grouped_query_sdpa(model):  # as the loop runs
         best = fastest_of_rounds([functools.partial(_time_pass, model, cache, ids, context) for ids in inputs],
                                  repeats)
     for i in range(1, len(best)):  # a longer pass never costs less
@@ -102,6 +106,11 @@ def cached_linear_plans(model):
                    LinearPlans.from_json)
 
 
+def cost_kind(ks):
+    """The name under which the curve at draft lengths ``ks`` is cached (after the model's key)."""
+    return f"cost-v{CURVE_VERSION}-" + "-".join(map(str, ks))
+
+
 def cached_cost_curve(model, ks=DEFAULT_KS):
     """The calibrated curve for this model/device/dtype/threads, measuring it on first use."""
     ks = tuple(ks)
@@ -111,5 +120,5 @@ def cached_cost_curve(model, ks=DEFAULT_KS):
             return None
         return CostCurve(tuple(data["ks"]), tuple(data["seconds"]))
 
-    return _cached(model, "cost-" + "-".join(map(str, ks)), lambda: measure_cost_curve(model, ks),
+    return _cached(model, cost_kind(ks), lambda: measure_cost_curve(model, ks),
                    lambda c: {"ks": list(c.ks), "seconds": list(c.seconds)}, decode)

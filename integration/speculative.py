@@ -22,6 +22,7 @@ from transformers.generation.utils import GenerateDecoderOnlyOutput
 from draftless.lookup import AdaptiveConfig, AdaptiveProposer, DraftConfig, SuffixProposer
 
 from .acceptance import greedy_accept, sample_accept
+from .attention import grouped_query_sdpa
 from .calibration import cached_cost_curve, cached_linear_plans
 from .linear_plan import planned_linears
 from .generation_plan import plan_generation
@@ -92,7 +93,8 @@ class SpeculativeGenerator:
         ids, done = self._append(plan, ids, tokens, chosen, logits, scores, raw)
         self.proposer.reset(ids[0].cpu().numpy())
         record_cost = getattr(self.proposer, "record_pass", None)
-        with planned_linears(self.model, self.linear_plans):  # each linear layer's product in its fastest form
+        # each linear layer's product in its fastest form; grouped key/value heads attended as they are
+        with planned_linears(self.model, self.linear_plans), grouped_query_sdpa(self.model):
             while not done:
                 budget = plan.max_length - ids.shape[1]  # tokens still allowed; one is always the bonus
                 t0 = time.perf_counter()

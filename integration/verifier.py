@@ -15,7 +15,7 @@ class Verifier:
     def __init__(self, model, plan, max_positions):
         self.model = model
         self.cache_arg = plan.cache_arg
-        self.cache = plan.cache if plan.cache is not None else kv_cache.new_cache(model)
+        self.cache = plan.cache if plan.cache is not None else kv_cache.new_cache(model, max_positions)
         kv_cache.check_rollback(self.cache, max_positions)
         prompt_len = plan.input_ids.shape[1]
         mask = plan.attention_mask

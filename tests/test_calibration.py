@@ -52,8 +52,8 @@ def test_cache_is_reused_and_keyed_by_dtype_and_threads(cache_dir, monkeypatch):
 
 def test_unreadable_cache_file_is_measured_again(cache_dir, monkeypatch):
     model = tiny_model("llama")
-    ks = "-".join(map(str, calibration.DEFAULT_KS))
-    path = cache_dir / "calibration" / f"{calibration.calibration_key(model)}-cost-{ks}.json"
+    kind = calibration.cost_kind(calibration.DEFAULT_KS)
+    path = cache_dir / "calibration" / f"{calibration.calibration_key(model)}-{kind}.json"
     path.parent.mkdir(parents=True)
     path.write_text("{not json")
     monkeypatch.setattr(calibration, "measure_cost_curve", lambda m, ks=None: CostCurve((0, 1), (1.0, 2.0)))
