@@ -56,14 +56,14 @@ def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=5):
     kv_cache.start_recording(cache)
     inputs = [torch.randint(0, vocab, (1, k + 1), generator=g).to(model.device) for k in ks]
     with planned_linears(model, cached_linear_plans(model)), grouped_query_sdpa(model):  # as the loop runs
-        best = fastest_of_rounds([functools.partial(_time_pass, model, cache, ids, context) for ids in inputs],
+        best = fastest_of_rounds([functools.partial(time_pass, model, cache, ids, context) for ids in inputs],
                                  repeats)
     for i in range(1, len(best)):  # a longer pass never costs less
         best[i] = max(best[i], best[i - 1])
     return CostCurve(tuple(ks), tuple(best))
 
 
-def _time_pass(model, cache, ids, context):
+def time_pass(model, cache, ids, context):
     """Seconds of one pass over ``ids`` after ``context`` cached positions (rolled back afterwards)."""
     q = ids.shape[1]
     positions = torch.arange(context, context + q, device=model.device)[None]

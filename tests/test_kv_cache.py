@@ -1,17 +1,18 @@
 """The loop's KV cache: reserved full-attention layers against transformers' DynamicLayer, and grouped-query
 SDPA switched on only for the generation."""
 
+import json
 import os
 
-import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 from transformers.cache_utils import DynamicCache, DynamicLayer, DynamicSlidingWindowLayer
 
+from benchmarks import pass_cost
 from draftless.integration import attention, kv_cache
 
-from tiny_models import VOCAB, tiny_model
+from tiny_models import VOCAB, tiny_model, tiny_tokenizer
 
 # a step: append q positions, or crop r of them (r <= 0 after the sign; cropping more than held empties it)
 STEPS = st.lists(st.one_of(st.tuples(st.just("update"), st.integers(1, 9)),
@@ -137,4 +138,20 @@ def test_grouped_query_sdpa_leaves_other_models_alone(monkeypatch):
     assert not attention.groups_query_heads(eager)
     with attention.grouped_query_sdpa(gpt2):
         assert attention.FORCE_GQA not in os.environ
-    assert np.isscalar(attention._torch_version()[0])
+
+
+def test_pass_cost_tool_times_both_caches(tmp_path, monkeypatch):
+    monkeypatch.setenv("DRAFTLESS_CACHE", str(tmp_path / "cache"))
+    model = tiny_model("llama")
+    rows = pass_cost.measure(model, contexts=[20, 40], ks=[0, 3], repeats=1)
+    assert [(r["context"], r["k"]) for r in rows] == [(20, 0), (20, 3), (40, 0), (40, 3)]
+    assert all(r["transformers_ms"] > 0 and r["draftless_ms"] > 0 for r in rows)
+    assert pass_cost.markdown(rows).count("\n") == 2 + len(rows)
+    model.save_pretrained(tmp_path / "tiny")
+    tiny_tokenizer().save_pretrained(tmp_path / "tiny")
+    out = tmp_path / "p.json"
+    pass_cost.main(["--model", str(tmp_path / "tiny"), "--contexts", "16", "--ks", "0,2", "--json", str(out)])
+    assert [r["k"] for r in json.loads(out.read_text())["rows"]] == [0, 2]
+    for bad in (["--contexts", "a,b"], ["--ks", "-1"], ["--contexts", "0"]):
+        with pytest.raises(SystemExit):
+            pass_cost.main(["--model", str(tmp_path / "tiny"), *bad])
