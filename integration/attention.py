@@ -15,13 +15,9 @@ On CUDA transformers' own choice stands: there a masked grouped call falls back 
 import contextlib
 import os
 
-import torch
+from transformers.utils import is_torch_greater_or_equal
 
 FORCE_GQA = "TRANSFORMERS_SDPA_FORCE_GQA"
-
-
-def _torch_version():
-    return tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
 
 
 def groups_query_heads(model):
@@ -34,7 +30,7 @@ def groups_query_heads(model):
         return False
     head_dim = getattr(config, "head_dim", None) or getattr(config, "hidden_size", 0) // heads
     return (model.device.type == "cpu" and getattr(config, "_attn_implementation", None) == "sdpa"
-            and head_dim <= 256 and _torch_version() >= (2, 5))
+            and head_dim <= 256 and is_torch_greater_or_equal("2.5"))
 
 
 @contextlib.contextmanager

@@ -18,12 +18,11 @@ from transformers.cache_utils import (
 class ReservedLayer(DynamicLayer):
     """A ``DynamicLayer`` whose keys and values are views of the first ``length`` positions of buffers with room
     for more. Invariant: ``keys``/``values`` are ``buffer[:, :, :length]``; positions past ``length`` are unused.
-    Whenever room runs out it is set to twice what is needed (amortised O(1) a position; at least ``capacity``),
+    Whenever room runs out it is set to twice what is needed (amortised O(1) a position),
     never past ``limit`` (the most positions the caller will write) unless an update needs more."""
 
-    def __init__(self, capacity=0, limit=None):
+    def __init__(self, limit=None):
         super().__init__()
-        self.capacity = int(capacity)
         self.limit = None if limit is None else int(limit)
         self.length = 0
         self._keys = self._values = None
@@ -36,7 +35,7 @@ class ReservedLayer(DynamicLayer):
     def _room_for(self, need):
         """How many positions to set aside once ``need`` are wanted: twice that, within ``limit`` unless ``need``
         is past it (then doubling again, so that appends stay amortised O(1))."""
-        room = max(self.capacity, 2 * need)
+        room = 2 * need
         return room if self.limit is None or need > self.limit else min(room, self.limit)
 
     def _reserve(self, buffer, like, room):

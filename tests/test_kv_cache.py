@@ -8,6 +8,7 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 from transformers.cache_utils import DynamicCache, DynamicLayer, DynamicSlidingWindowLayer
+from transformers.utils import is_torch_greater_or_equal
 
 from benchmarks import pass_cost
 from draftless.integration import attention, kv_cache
@@ -121,7 +122,7 @@ def test_grouped_query_sdpa_is_set_only_inside_the_block(monkeypatch, before):
         monkeypatch.delenv(attention.FORCE_GQA, raising=False)
     else:
         monkeypatch.setenv(attention.FORCE_GQA, before)
-    assert attention.groups_query_heads(model) == (attention._torch_version() >= (2, 5))
+    assert attention.groups_query_heads(model) == is_torch_greater_or_equal("2.5")
     with pytest.raises(RuntimeError):
         with attention.grouped_query_sdpa(model):
             assert os.environ.get(attention.FORCE_GQA) == ("1" if attention.groups_query_heads(model) else before)
