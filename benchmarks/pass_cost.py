@@ -65,25 +65,23 @@ def markdown(rows):
     return "\n".join(lines) + "\n"
 
 
-def _ints(text, name):
+def _ints(text, name, minimum):
     try:
         values = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"{name} must be comma-separated ints, got {text!r}") from None
-    if not values or min(values) < 0:
-        raise argparse.ArgumentTypeError(f"{name} must be non-negative ints, got {text!r}")
+    if not values or min(values) < minimum:
+        raise argparse.ArgumentTypeError(f"{name} must be ints >= {minimum}, got {text!r}")
     return values
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks.pass_cost", description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=DEFAULT_MODEL)
-    parser.add_argument("--contexts", type=lambda t: _ints(t, "--contexts"), default=[256, 768, 2048])
-    parser.add_argument("--ks", type=lambda t: _ints(t, "--ks"), default=[0, 1, 3, 8, 16])
+    parser.add_argument("--contexts", type=lambda t: _ints(t, "--contexts", 1), default=[256, 768, 2048])
+    parser.add_argument("--ks", type=lambda t: _ints(t, "--ks", 0), default=[0, 1, 3, 8, 16])
     parser.add_argument("--json", type=str)
     args = parser.parse_args(argv)
-    if min(args.contexts) < 1:
-        parser.error("--contexts must be positive")
     model, _ = load_model(args.model)
     rows = measure(model, args.contexts, args.ks)
     sys.stdout.write(f"{args.model}, {torch.get_num_threads()} threads\n\n" + markdown(rows))
