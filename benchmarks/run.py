@@ -3,7 +3,7 @@ rules and the oracle ceiling.
 
     python -m benchmarks.run [--model gemma-3-270m] [--suite code_edit,rag] [--methods draftless,hf_pld]
                              [--limit N] [--max-new-tokens 128] [--json PATH] [--markdown PATH] [--plot PATH]
-                             [--temperature T] [--top-p P] [--repeats R]
+                             [--temperature T] [--top-p P] [--repeats R] [--device cpu] [--dtype float32]
 
 All methods run on the same prompts in one process, interleaved prompt by prompt (vanilla first, the others
 in an order that rotates per prompt). With ``--repeats R`` each prompt's round of methods runs R times in a
@@ -12,7 +12,8 @@ prompt's decode time varies by up to 15 % from run to run on a shared CPU, so a 
 target needs more than one run per prompt to resolve. Model loading and Numba compilation are timed on their
 own lines. Each run's prefill is timed to the arrival of its first new token (a streamer), so decode throughput
 excludes it. With ``--temperature``/``--top-p`` every method samples (each run seeded alike per prompt);
-outputs then differ by chance, so the identity check is skipped and the oracle is left out.
+outputs then differ by chance, so the identity check is skipped and the oracle is left out. ``--device`` and
+``--dtype`` place the model (``cuda``, ``bfloat16``, ...); the cost curve is calibrated for each placement.
 """
 
 import argparse
@@ -61,12 +62,12 @@ def _warm_up(model, tokenizer):
 
 
 def run(model_name, suites, methods, limit, max_new_tokens, progress=True, temperature=None, top_p=None,
-        checkpoint=None, repeats=1):
+        checkpoint=None, repeats=1, device="cpu", dtype="float32"):
     """Run the benchmark; ``checkpoint(result)`` is called after every prompt with the result so far."""
     if not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
     t0 = time.perf_counter()
-    model, tokenizer = load_model(model_name)
+    model, tokenizer = load_model(model_name, dtype=dtype, device=device)
     load_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     curve = cached_cost_curve(model)  # measured once per model/device/dtype/threads, then read from disk
@@ -84,7 +85,8 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
 
     def result():
         return {"model": model_name, "max_new_tokens": max_new_tokens, "suites": list(suites), "methods": names,
-                "repeats": repeats, "sampling": sampling, "load_s": round(load_s, 2),
+                "repeats": repeats, "sampling": sampling, "device": str(model.device), "dtype": str(model.dtype),
+                "load_s": round(load_s, 2),
                 "compile_s": round(compile_s, 2), "calibrate_s": round(calibrate_s, 2),
                 "draftless_config": {"kind": "adaptive", **dataclasses.asdict(AdaptiveConfig())},
                 # unrounded: replay must see the curve the policy saw, or a near tie between two lengths flips
@@ -112,6 +114,8 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
                 torch.manual_seed(1000 * n_task + turn)  # sampled runs of one prompt start from the same seed
                 start = time.perf_counter()
                 out, stats = METHODS[name](model, tokenizer, inputs, max_new_tokens, clock, reference, sampling)
+                if out.device.type == "cuda":  # the clock stops when the device's work is done, not queued
+                    torch.cuda.synchronize(out.device)
                 total = time.perf_counter() - start
                 if name == "vanilla" and reference is None:  # the first repeat's output is the reference
                     reference = out[0].tolist()
@@ -162,6 +166,8 @@ def main(argv=None):
     parser.add_argument("--temperature", type=float, default=None, help="sample at this temperature")
     parser.add_argument("--top-p", type=float, default=None, help="sample with this nucleus")
     parser.add_argument("--repeats", type=int, default=1, help="runs of every method per prompt (pooled)")
+    parser.add_argument("--device", default="cpu", help="where the model runs: cpu, cuda, cuda:1, ...")
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
     args = parser.parse_args(argv)
     if args.temperature is not None and args.temperature <= 0:
         parser.error("--temperature must be > 0 (leave it out for greedy decoding)")
@@ -173,9 +179,14 @@ def main(argv=None):
         parser.error("--max-new-tokens must be >= 1")
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")
+    try:
+        torch.device(args.device)
+    except RuntimeError as err:
+        parser.error(f"--device: {err}")
     save = (lambda partial: args.json.write_text(json.dumps(partial, indent=1))) if args.json else None
     result = run(args.model, args.suite, args.methods, args.limit, args.max_new_tokens,
-                 temperature=args.temperature, top_p=args.top_p, checkpoint=save, repeats=args.repeats)
+                 temperature=args.temperature, top_p=args.top_p, checkpoint=save, repeats=args.repeats,
+                 device=args.device, dtype=args.dtype)
     print(f"model load: {result['load_s']} s; Numba compile and warm-up: {result['compile_s']} s")
     print(f"cost curve calibration: {result['calibrate_s']} s; c(k) at k={result['cost_curve']['ks']}: "
           f"{[round(x, 5) for x in result['cost_curve']['seconds']]} s")
