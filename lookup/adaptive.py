@@ -92,18 +92,29 @@ def source_end(index, match, occurrence):
     return match.recent_end if occurrence == "recent" else match.first_end
 
 
-def best_draft_length(expected, cost):
-    """The k that maximises (1 + E[accepted | k]) / cost(k), given ``expected[k] = E[accepted | k]``."""
+def best_draft_length(expected, cost, excluded=()):
+    """The k that maximises (1 + E[accepted | k]) / cost(k), given ``expected[k] = E[accepted | k]``, among the
+    lengths not in ``excluded`` (draft lengths >= 1 whose verification is not exact on the device)."""
     expected = np.asarray(expected, dtype=np.float64)
     value = (1.0 + expected) / np.asarray(cost(np.arange(expected.size)), dtype=np.float64)
+    for k in excluded:
+        if k < value.size:
+            value[k] = -np.inf
     return int(np.argmax(value))
 
 
 class AdaptiveProposer:
-    def __init__(self, config=None, cost=None, vocab_size=None):
+    def __init__(self, config=None, cost=None, vocab_size=None, excluded=()):
         self.config = AdaptiveConfig() if config is None else config
         if not isinstance(self.config, AdaptiveConfig):
             raise TypeError(f"config must be an AdaptiveConfig, got {type(self.config).__name__}")
+        if isinstance(excluded, (str, bytes)) or not hasattr(excluded, "__iter__"):
+            raise TypeError(f"excluded must be a collection of draft lengths, got {type(excluded).__name__}")
+        excluded = tuple(excluded)
+        if not all(isinstance(k, (int, np.integer)) and not isinstance(k, bool) and k >= 1 for k in excluded):
+            raise ValueError(f"excluded must hold draft lengths >= 1 (0, a plain step, is always allowed), "
+                             f"got {excluded!r}")
+        self.excluded = tuple(sorted({int(k) for k in excluded}))
         curve = CPU_SMALL_MODEL if cost is None else cost
         self.cost = curve if isinstance(curve, OnlineCost) else OnlineCost(curve)
         self.vocab_size = vocab_size
@@ -131,7 +142,7 @@ class AdaptiveProposer:
         copying = self.regime.copying
         available = len(self.index) - 1 - end
         expected = self.acceptance.expected(match.length, from_prompt, min(k_cap, available), copying)
-        k = best_draft_length(expected, self.cost.cost)
+        k = best_draft_length(expected, self.cost.cost, self.excluded)
         self.chosen.append((len(self.index), k))
         if k == 0:
             return EMPTY

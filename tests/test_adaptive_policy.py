@@ -64,6 +64,23 @@ def test_drafts_long_when_everything_is_accepted():
     assert max(ks) == 64 and ks[-3] >= 32  # grows to the cap while copying
 
 
+def test_never_drafts_an_excluded_length():
+    # lengths whose verification is not exact on the device (integration.pass_check): the next best is taken
+    assert best_draft_length(constant(0.995, 64), FLAT.at, excluded=(64,)) == 63
+    assert best_draft_length(constant(0.995, 8), FLAT.at, excluded=(3, 70)) == 8  # past the array: ignored
+    assert best_draft_length(constant(0.995, 2), FLAT.at, excluded=(1, 2)) == 0
+    block = list(range(100, 180))
+    ks = drive(AdaptiveProposer(cost=FLAT, excluded=(32, 64)), block * 5, prompt_len=len(block))
+    assert 63 in ks and not {32, 64} & set(ks)
+
+
+@pytest.mark.parametrize("excluded, error", [(5, TypeError), ("64", TypeError), ((0,), ValueError),
+                                             ((True,), ValueError), ((2.0,), ValueError)])
+def test_excluded_lengths_are_validated(excluded, error):
+    with pytest.raises(error, match="excluded"):
+        AdaptiveProposer(cost=FLAT, excluded=excluded)
+
+
 def test_falls_to_plain_steps_when_nothing_is_accepted():
     rng = np.random.default_rng(0)
     # random tokens over 50 ids: matches are 1-token coincidences whose continuation is right 1 time in 50,
