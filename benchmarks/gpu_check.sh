@@ -17,7 +17,7 @@ export PYTHONPATH=$site DRAFTLESS_CACHE=/tmp/draftless-cache PYTHONUNBUFFERED=1 
 if [ ! -e $site/.ready ]; then
     mkdir -p $site
     cat /tmp/w/p0 /tmp/w/p1 /tmp/w/p2 /tmp/w/p3 /tmp/w/p4 > /tmp/w/gemma.tar
-    (cd /tmp/w && echo "$(cat sha)  gemma.tar" | sha256sum -c -)
+    (cd /tmp/w && echo "$(cut -d" " -f1 sha)  gemma.tar" | sha256sum -c -)
     tar -xf /tmp/w/gemma.tar -C $site
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $site /tmp/w/*.whl
     python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-cache-dir --target $site .

@@ -99,7 +99,7 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
     for n_task, task in enumerate(tasks):
         answers = []
         for turn in range(len(task.turns)):
-            inputs = _encode(tokenizer, render(task, tokenizer, answers))
+            inputs = _encode(tokenizer, render(task, tokenizer, answers)).to(model.device)
             prompt_len = inputs["input_ids"].shape[1]
             prompt_id = task.prompt_id + (f"_t{turn + 1}" if len(task.turns) > 1 else "")
             others = names[1:]

@@ -17,7 +17,7 @@ import torch
 
 from draftless.lookup.cost_model import CostCurve
 
-from . import kv_cache
+from . import kv_cache, pass_check
 from .attention import grouped_query_sdpa
 from .linear_plan import LinearPlans, fastest_of_rounds, measure_linear_plans, planned_linears
 from .models import cache_root
@@ -122,3 +122,26 @@ def cached_cost_curve(model, ks=DEFAULT_KS):
 
     return _cached(model, cost_kind(ks), lambda: measure_cost_curve(model, ks),
                    lambda c: {"ks": list(c.ks), "seconds": list(c.seconds)}, decode)
+
+
+def checks_pass_lengths(model):
+    """Whether the loop checks which pass lengths are exact on ``model``'s device: every device but the CPU
+    (see ``pass_check``)."""
+    return model.device.type != "cpu"
+
+
+def cached_inexact_drafts(model, max_draft=pass_check.MAX_DRAFT):
+    """The draft lengths whose pass is not exact on this model/device/dtype/threads (``pass_check``), checked on
+    first use: a sorted tuple, empty where every length is exact or where no check is made (the CPU)."""
+    if not checks_pass_lengths(model):
+        return ()
+
+    def decode(data):
+        bad = data["inexact"]
+        if not isinstance(bad, list) or not all(type(k) is int and 0 < k <= max_draft for k in bad):
+            return None
+        return tuple(sorted(bad))
+
+    return _cached(model, f"inexact-drafts-v1-{max_draft}",
+                   lambda: pass_check.measure_inexact_drafts(model, max_draft, plans=cached_linear_plans(model)),
+                   lambda bad: {"inexact": list(bad)}, decode)

@@ -23,8 +23,9 @@ from draftless.lookup import AdaptiveConfig, AdaptiveProposer, DraftConfig, Suff
 
 from .acceptance import greedy_accept, sample_accept
 from .attention import grouped_query_sdpa
-from .calibration import cached_cost_curve, cached_linear_plans
+from .calibration import cached_cost_curve, cached_inexact_drafts, cached_linear_plans
 from .linear_plan import planned_linears
+from .pass_check import exact_length
 from .generation_plan import plan_generation
 from .stats import StatsRecorder
 from .verifier import Verifier
@@ -50,12 +51,15 @@ class SpeculativeGenerator:
         self.model = model
         self.tokenizer = tokenizer
         self.config = config if config is not None else AdaptiveConfig()
+        # off the CPU, the draft lengths whose verification pass is not exact there (see ``pass_check``)
+        self.inexact_drafts = cached_inexact_drafts(model)
         if proposer is not None:
             self.proposer = proposer
         elif isinstance(self.config, DraftConfig):
             self.proposer = SuffixProposer(self.config)
         else:  # the cost curve is calibrated once per model/device/dtype/threads and cached on disk
-            self.proposer = AdaptiveProposer(self.config, cost=cached_cost_curve(model))
+            self.proposer = AdaptiveProposer(self.config, cost=cached_cost_curve(model),
+                                             excluded=self.inexact_drafts)
         self.linear_plans = cached_linear_plans(model)
         self.last_stats = None
 
@@ -99,6 +103,8 @@ class SpeculativeGenerator:
                 budget = plan.max_length - ids.shape[1]  # tokens still allowed; one is always the bonus
                 t0 = time.perf_counter()
                 draft_np = np.asarray(self.proposer.propose(budget - 1), dtype=np.int64)[: budget - 1]
+                if self.inexact_drafts:  # a proposer unaware of them is cut to the longest exact length
+                    draft_np = draft_np[: exact_length(draft_np.size, self.inexact_drafts)]
                 draft = torch.as_tensor(draft_np, device=ids.device)
                 t1 = time.perf_counter()
                 logits = verifier.forward(ids[0, -1], draft)

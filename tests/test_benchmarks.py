@@ -212,7 +212,13 @@ def test_replay_reproduces_the_draft_lengths_measured_with_the_model(name):
     cost = CostCurve(tuple(data["cost_curve"]["ks"]), tuple(data["cost_curve"]["seconds"]))
     traces = {(r["suite"], r["prompt_id"]): r["draft_trace"] for r in data["runs"] if r["method"] == "draftless"}
     assert len(traces) == len(data["outputs"]) > 0
+    # a run whose output is not vanilla's followed another stream, which the record does not hold (the GPU run,
+    # where some pass lengths gave wrong logits: see integration/pass_check.py)
+    differing = {(m["suite"], m["prompt_id"]) for m in data["mismatches"] if m["method"] == "draftless"}
+    assert len(differing) <= len(traces) // 4
     for out in data["outputs"]:
+        if (out["suite"], out["prompt_id"]) in differing:
+            continue
         passes, accepted, drafted, _ = replay_one(AdaptiveProposer(config, cost=cost), out["tokens"],
                                                   out["prompt_len"], data["max_new_tokens"])
         measured = traces[(out["suite"], out["prompt_id"])]
