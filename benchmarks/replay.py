@@ -57,13 +57,14 @@ def recorded_config(run):
     return AdaptiveConfig(**{**{k: v for k, v in LEGACY_FIELDS.items() if k not in fields}, **fields})
 
 
-def configurations(grid=False, cost=CPU_SMALL_MODEL):
+def configurations(grid=False, cost=CPU_SMALL_MODEL, excluded=()):
     """Named proposer factories (each takes the true sequence, which only the oracle and the lookup ceilings
     read): the library's default, the fixed-length suffix proposer, the peers' rules, the oracle and the
     hindsight ceilings of lookup drafting (``lookup_ceiling``), plus with ``grid`` a grid of suffix and
-    adaptive settings."""
+    adaptive settings. ``excluded``: draft lengths the run's device did not verify exactly, which the adaptive
+    policy never chose there (a run's ``inexact_drafts``)."""
     configs = {
-        "draftless": lambda truth: AdaptiveProposer(AdaptiveConfig(), cost=cost),
+        "draftless": lambda truth: AdaptiveProposer(AdaptiveConfig(), cost=cost, excluded=excluded),
         "suffix_fixed": lambda truth: SuffixProposer(DraftConfig()),
         "rule_pld": lambda truth: PromptLookupRule(),
         "rule_ngram32": lambda truth: NgramRule(),
@@ -81,7 +82,8 @@ def configurations(grid=False, cost=CPU_SMALL_MODEL):
             for value in values:
                 cfg = AdaptiveConfig(**{knob: value})
                 label = value if knob != "prior" else PRIOR_NAMES[value]
-                configs[f"adaptive[{knob}={label}]"] = lambda truth, cfg=cfg: AdaptiveProposer(cfg, cost=cost)
+                configs[f"adaptive[{knob}={label}]"] = lambda truth, cfg=cfg: AdaptiveProposer(cfg, cost=cost,
+                                                                                             excluded=excluded)
     return configs
 
 
@@ -182,7 +184,7 @@ def main(argv=None):
     cost = NEAR_FLAT if args.cost == "near_flat" else CPU_SMALL_MODEL
     if args.cost == "run" and "cost_curve" in data:  # the curve calibrated for the run's model and machine
         cost = CostCurve(tuple(data["cost_curve"]["ks"]), tuple(data["cost_curve"]["seconds"])).relative()
-    rows = replay(data["outputs"], configurations(args.grid, cost), cost)
+    rows = replay(data["outputs"], configurations(args.grid, cost, tuple(data.get("inexact_drafts", ()))), cost)
     sys.stdout.write(markdown(rows))
     if args.json:
         args.json.write_text(json.dumps({"source": str(args.run_json), "rows": rows}, indent=1))

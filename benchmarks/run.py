@@ -27,7 +27,7 @@ import torch
 from tqdm import tqdm
 
 from draftless.integration import SpeculativeGenerator, load_model
-from draftless.integration.calibration import cached_cost_curve
+from draftless.integration.calibration import cached_cost_curve, cached_inexact_drafts
 from draftless.lookup import AdaptiveConfig
 
 from . import report
@@ -71,6 +71,7 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
     load_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     curve = cached_cost_curve(model)  # measured once per model/device/dtype/threads, then read from disk
+    inexact = cached_inexact_drafts(model)  # off the CPU: draft lengths whose pass is not exact there
     calibrate_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     _warm_up(model, tokenizer)
@@ -91,6 +92,7 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
                 "draftless_config": {"kind": "adaptive", **dataclasses.asdict(AdaptiveConfig())},
                 # unrounded: replay must see the curve the policy saw, or a near tie between two lengths flips
                 "cost_curve": {"ks": list(curve.ks), "seconds": list(curve.seconds)},
+                "inexact_drafts": list(inexact),
                 "threads": torch.get_num_threads(), "runs": runs, "summary": report.summarize(runs),
                 "mismatches": mismatches, "outputs": outputs}
 

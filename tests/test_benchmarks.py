@@ -46,6 +46,7 @@ def test_end_to_end_run_writes_json_markdown_and_plot(tiny_dir, tmp_path):
     assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
     assert len(data["outputs"]) == 4  # code_edit, repetitive, and two multi_turn turns
     assert data["cost_curve"]["ks"][0] == 0 and all(s > 0 for s in data["cost_curve"]["seconds"])
+    assert data["device"] == "cpu" and data["dtype"] == "torch.float32" and data["inexact_drafts"] == []
     for r in data["runs"]:
         if r["method"] == "draftless":  # the default policy's choices, one (drafted, accepted) pair per pass
             assert len(r["draft_trace"]) == r["passes"] and all(0 <= a <= d for d, a in r["draft_trace"])
@@ -78,6 +79,10 @@ def test_bad_options_are_refused(tiny_dir):
         run_main(["--model", str(tiny_dir), "--limit", "0"])
     with pytest.raises(SystemExit):
         run_main(["--model", str(tiny_dir), "--repeats", "0"])
+    with pytest.raises(SystemExit):
+        run_main(["--model", str(tiny_dir), "--device", "abacus"])
+    with pytest.raises(SystemExit):
+        run_main(["--model", str(tiny_dir), "--dtype", "int8"])
     with pytest.raises(ValueError, match="repeats"):
         run_benchmark(str(tiny_dir), ["code_edit"], ["draftless"], 1, 4, progress=False, repeats=0)
 
@@ -219,8 +224,8 @@ def test_replay_reproduces_the_draft_lengths_measured_with_the_model(name):
     for out in data["outputs"]:
         if (out["suite"], out["prompt_id"]) in differing:
             continue
-        passes, accepted, drafted, _ = replay_one(AdaptiveProposer(config, cost=cost), out["tokens"],
-                                                  out["prompt_len"], data["max_new_tokens"])
+        proposer = AdaptiveProposer(config, cost=cost, excluded=tuple(data.get("inexact_drafts", ())))
+        passes, accepted, drafted, _ = replay_one(proposer, out["tokens"], out["prompt_len"], data["max_new_tokens"])
         measured = traces[(out["suite"], out["prompt_id"])]
         replayed = [list(p) for p in zip(drafted, accepted)]
         if len(out["tokens"]) - out["prompt_len"] < data["max_new_tokens"]:  # stopped at EOS
