@@ -32,12 +32,15 @@ CURVE_VERSION = 2
 
 
 def calibration_key(model):
-    """What the curve depends on: the architecture, device, dtype, thread count and torch version."""
+    """What the curve depends on: the architecture, device, dtype, thread count, torch version and, where not
+    the default, the float32 matmul precision."""
     parts = {
         "config": model.config.to_json_string(use_diff=False),
         "device": str(model.device), "dtype": str(model.dtype), "threads": torch.get_num_threads(),
         "torch": torch.__version__, "method": METHOD_VERSION,
     }
+    if torch.get_float32_matmul_precision() != "highest":  # TF32 / bf16 products: other timings, other rounding
+        parts["matmul_precision"] = torch.get_float32_matmul_precision()
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:20]
 
 

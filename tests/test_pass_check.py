@@ -68,9 +68,19 @@ def test_exact_length_steps_down_past_inexact_lengths():
     assert pass_check.exact_length(1, (1,)) == 0
 
 
-def test_tolerance_is_looser_for_16_bit_types():
+def test_tolerance_is_looser_for_16_bit_types_and_reduced_fp32_products(cache_dir):
     assert pass_check.tolerance(torch.float32) < pass_check.tolerance(torch.bfloat16)
     assert pass_check.tolerance(torch.float16) == pass_check.tolerance(torch.bfloat16)
+    model = tiny_model("llama")
+    key = calibration.calibration_key(model)
+    before = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("high")  # TF32 where the device has it
+        assert pass_check.tolerance(torch.float32) == pass_check.tolerance(torch.bfloat16)
+        assert calibration.calibration_key(model) != key  # checked and calibrated apart
+    finally:
+        torch.set_float32_matmul_precision(before)
+    assert calibration.calibration_key(model) == key
 
 
 @pytest.mark.parametrize("kwargs, word", [({"context": 0}, "context"), ({"context": True}, "context"),
