@@ -74,6 +74,10 @@ def measure_inexact_drafts(model, max_draft=MAX_DRAFT, contexts=None, plans=None
     """The draft lengths k (1 .. ``max_draft``) whose pass over 1 + k tokens did not match one-token steps on
     every context in ``contexts`` (default ``CONTEXTS``), as a sorted tuple; empty where every length is exact."""
     contexts = CONTEXTS if contexts is None else contexts
+    config = model.config.get_text_config()
+    limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+    if isinstance(limit, int) and limit > max_draft + 2:  # every position checked is one the model has
+        contexts = sorted({min(c, limit - max_draft - 1) for c in contexts})
     tol = tolerance(model.dtype)
     worst = {}
     for context in contexts:

@@ -63,6 +63,16 @@ def test_every_broken_length_is_found_on_any_context():
     assert pass_check.measure_inexact_drafts(model, 9, contexts=(10,)) == (1, 9)
 
 
+def test_contexts_stay_within_the_model_positions():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)  # 60 learned absolute positions: a position past them fails inside the model
+    model = GPT2LMHeadModel(GPT2Config(n_embd=32, n_layer=2, n_head=4, n_positions=60, vocab_size=96)).eval()
+    assert pass_check.measure_inexact_drafts(model, 8, contexts=(97, 300)) == ()
+    with pytest.raises(IndexError):
+        pass_check.pass_errors(model, 97, 8)
+
+
 def test_exact_length_steps_down_past_inexact_lengths():
     assert [pass_check.exact_length(n, (3, 4, 7)) for n in range(9)] == [0, 1, 2, 2, 2, 5, 6, 6, 8]
     assert pass_check.exact_length(1, (1,)) == 0
