@@ -1,6 +1,7 @@
 """The ``draftless`` command line.
 
     draftless generate --model gemma-3-270m --prompt-file prompt.txt [--max-new-tokens 128] [--stats]
+                       [--device cpu] [--dtype float32]
     draftless bench [benchmarks.run options]      (forwards to python -m benchmarks.run)
 """
 
@@ -16,7 +17,7 @@ def _generate(args):
     from .speculative import SpeculativeGenerator
 
     prompt = sys.stdin.read() if args.prompt_file == "-" else Path(args.prompt_file).read_text()
-    model, tokenizer = load_model(args.model)
+    model, tokenizer = load_model(args.model, dtype=args.dtype, device=args.device)
     if args.chat:
         if tokenizer.chat_template is None:
             raise SystemExit(f"--chat: {args.model} has no chat template")
@@ -52,10 +53,18 @@ def main(argv=None):
     gen.add_argument("--max-new-tokens", type=int, default=128)
     gen.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
     gen.add_argument("--stats", action="store_true", help="print the run's statistics at the end (stderr)")
+    gen.add_argument("--device", default="cpu", help="where the model runs: cpu, cuda, cuda:1, ...")
+    gen.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
     args = parser.parse_args(argv)
     if args.command == "generate":
         if args.max_new_tokens < 1:
             parser.error("--max-new-tokens must be >= 1")
+        import torch
+
+        try:
+            torch.device(args.device)
+        except RuntimeError as err:
+            parser.error(f"--device: {err}")
         _generate(args)
 
 

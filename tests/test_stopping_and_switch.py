@@ -145,3 +145,6 @@ def test_cli_generate_streams_and_reports(tmp_path, capsys):
     ref = model.generate(**ids, do_sample=False, max_new_tokens=12)
     assert tok.decode(ref[0, ids["input_ids"].shape[1]:]) in captured.out
     assert "verification passes" in captured.err and "mean accepted length" in captured.err
+    for bad in (["--device", "abacus"], ["--dtype", "int8"], ["--max-new-tokens", "0"]):
+        with pytest.raises(SystemExit):
+            main(["generate", "--model", str(tmp_path / "m"), "--prompt-file", str(prompt), *bad])
