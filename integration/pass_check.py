@@ -28,7 +28,7 @@ from .linear_plan import planned_linears
 
 logger = logging.getLogger(__name__)
 
-MAX_DRAFT = 64  # the adaptive policy's largest draft; longer ones are not checked
+MAX_DRAFT = 64  # the adaptive policy's default largest draft: lengths up to it (or a config's larger one) are checked
 CONTEXTS = (97, 300)  # two prefill lengths, so that one lucky alignment does not pass a broken length
 
 
@@ -93,8 +93,10 @@ def measure_inexact_drafts(model, max_draft=MAX_DRAFT, contexts=None, plans=None
     return bad
 
 
-def exact_length(n, inexact):
-    """The longest draft length <= ``n`` not in ``inexact`` (0, a plain step, always is)."""
+def exact_length(n, inexact, checked):
+    """The longest draft length <= ``n`` and <= ``checked`` (the longest length checked) not in ``inexact`` (0,
+    a plain step, always is)."""
+    n = min(n, checked)
     while n > 0 and n in inexact:
         n -= 1
     return n

@@ -23,9 +23,9 @@ from draftless.lookup import AdaptiveConfig, AdaptiveProposer, DraftConfig, Suff
 
 from .acceptance import greedy_accept, sample_accept
 from .attention import grouped_query_sdpa
-from .calibration import cached_cost_curve, cached_inexact_drafts, cached_linear_plans
+from .calibration import cached_cost_curve, cached_inexact_drafts, cached_linear_plans, checks_pass_lengths
 from .linear_plan import planned_linears
-from .pass_check import exact_length
+from .pass_check import MAX_DRAFT, exact_length
 from .generation_plan import plan_generation
 from .stats import StatsRecorder
 from .verifier import Verifier
@@ -51,8 +51,10 @@ class SpeculativeGenerator:
         self.model = model
         self.tokenizer = tokenizer
         self.config = config if config is not None else AdaptiveConfig()
-        # off the CPU, the draft lengths whose verification pass is not exact there (see ``pass_check``)
-        self.inexact_drafts = cached_inexact_drafts(model)
+        # off the CPU, every draft length the config allows is checked, and those whose verification pass is
+        # not exact there are never drafted (see ``pass_check``); None where nothing is checked (the CPU)
+        self.checked_drafts = max(MAX_DRAFT, self.config.max_draft) if checks_pass_lengths(model) else None
+        self.inexact_drafts = cached_inexact_drafts(model, self.checked_drafts or MAX_DRAFT)
         if proposer is not None:
             self.proposer = proposer
         elif isinstance(self.config, DraftConfig):
@@ -103,8 +105,8 @@ class SpeculativeGenerator:
                 budget = plan.max_length - ids.shape[1]  # tokens still allowed; one is always the bonus
                 t0 = time.perf_counter()
                 draft_np = np.asarray(self.proposer.propose(budget - 1), dtype=np.int64)[: budget - 1]
-                if self.inexact_drafts:  # a proposer unaware of them is cut to the longest exact length
-                    draft_np = draft_np[: exact_length(draft_np.size, self.inexact_drafts)]
+                if self.checked_drafts is not None:  # cut to the longest length checked exact
+                    draft_np = draft_np[: exact_length(draft_np.size, self.inexact_drafts, self.checked_drafts)]
                 draft = torch.as_tensor(draft_np, device=ids.device)
                 t1 = time.perf_counter()
                 logits = verifier.forward(ids[0, -1], draft)

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from draftless.integration import SpeculativeGenerator, calibration, pass_check, speculative
+from draftless.lookup import AdaptiveConfig, DraftConfig
 from draftless.lookup.cost_model import FLAT
 
 from proposers import OracleProposer
@@ -73,9 +74,10 @@ def test_contexts_stay_within_the_model_positions():
         pass_check.pass_errors(model, 97, 8)
 
 
-def test_exact_length_steps_down_past_inexact_lengths():
-    assert [pass_check.exact_length(n, (3, 4, 7)) for n in range(9)] == [0, 1, 2, 2, 2, 5, 6, 6, 8]
-    assert pass_check.exact_length(1, (1,)) == 0
+def test_exact_length_steps_down_past_inexact_lengths_and_stops_at_the_checked_ones():
+    assert [pass_check.exact_length(n, (3, 4, 7), 64) for n in range(9)] == [0, 1, 2, 2, 2, 5, 6, 6, 8]
+    assert pass_check.exact_length(1, (1,), 64) == 0
+    assert pass_check.exact_length(90, (), 64) == 64 and pass_check.exact_length(90, (64,), 64) == 63
 
 
 def test_tolerance_is_looser_for_16_bit_types_and_reduced_fp32_products(cache_dir):
@@ -128,6 +130,23 @@ def test_checked_lengths_are_cached_per_model(cache_dir, monkeypatch):
     assert len(calls) == 4
 
 
+def force_the_check(monkeypatch):
+    """Check pass lengths on the CPU, as on any other device, on one short context."""
+    monkeypatch.setattr(calibration, "checks_pass_lengths", lambda model: True)
+    monkeypatch.setattr(speculative, "checks_pass_lengths", lambda model: True)
+    monkeypatch.setattr(pass_check, "CONTEXTS", (20,))
+
+
+def test_a_config_longer_than_the_default_is_checked_to_its_length(cache_dir, monkeypatch):
+    model = tiny_model("llama")
+    break_passes_of(model, 71)
+    force_the_check(monkeypatch)
+    gen = SpeculativeGenerator(model, config=AdaptiveConfig(max_draft=80))
+    assert gen.checked_drafts == 80 and gen.inexact_drafts == (70,)
+    assert SpeculativeGenerator(model).checked_drafts == pass_check.MAX_DRAFT  # the default: 64
+    assert SpeculativeGenerator(model, config=DraftConfig(max_draft=8)).checked_drafts == pass_check.MAX_DRAFT
+
+
 @pytest.mark.parametrize("adaptive", [False, True])
 def test_outputs_stay_exact_where_pass_lengths_are_broken(adaptive, cache_dir, monkeypatch):
     model = tiny_model("gemma3")
@@ -148,8 +167,7 @@ def test_outputs_stay_exact_where_pass_lengths_are_broken(adaptive, cache_dir, m
 
     gen, out, lengths = run()  # unchecked (the CPU): broken lengths are drafted and the output goes wrong
     assert gen.inexact_drafts == () and lengths & {q - 1 for q in broken} and not torch.equal(out, reference)
-    monkeypatch.setattr(calibration, "checks_pass_lengths", lambda model: True)
-    monkeypatch.setattr(pass_check, "CONTEXTS", (20,))
+    force_the_check(monkeypatch)
     gen, out, lengths = run()
     assert gen.inexact_drafts == tuple(sorted(q - 1 for q in broken))
     assert torch.equal(out, reference) and not lengths & set(gen.inexact_drafts)
