@@ -28,6 +28,7 @@ from tqdm import tqdm
 
 from draftless.integration import SpeculativeGenerator, load_model
 from draftless.integration.calibration import cached_cost_curve, cached_inexact_drafts
+from draftless.integration.models import DTYPES, device_name
 from draftless.lookup import AdaptiveConfig
 
 from . import report
@@ -168,8 +169,8 @@ def main(argv=None):
     parser.add_argument("--temperature", type=float, default=None, help="sample at this temperature")
     parser.add_argument("--top-p", type=float, default=None, help="sample with this nucleus")
     parser.add_argument("--repeats", type=int, default=1, help="runs of every method per prompt (pooled)")
-    parser.add_argument("--device", default="cpu", help="where the model runs: cpu, cuda, cuda:1, ...")
-    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
+    parser.add_argument("--device", default="cpu", type=device_name, help="where the model runs: cpu, cuda, ...")
+    parser.add_argument("--dtype", default="float32", choices=DTYPES)
     args = parser.parse_args(argv)
     if args.temperature is not None and args.temperature <= 0:
         parser.error("--temperature must be > 0 (leave it out for greedy decoding)")
@@ -181,10 +182,6 @@ def main(argv=None):
         parser.error("--max-new-tokens must be >= 1")
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")
-    try:
-        torch.device(args.device)
-    except RuntimeError as err:
-        parser.error(f"--device: {err}")
     save = (lambda partial: args.json.write_text(json.dumps(partial, indent=1))) if args.json else None
     result = run(args.model, args.suite, args.methods, args.limit, args.max_new_tokens,
                  temperature=args.temperature, top_p=args.top_p, checkpoint=save, repeats=args.repeats,

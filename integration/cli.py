@@ -9,6 +9,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from .models import DTYPES, device_name
+
 
 def _generate(args):
     from transformers import TextStreamer
@@ -53,18 +55,12 @@ def main(argv=None):
     gen.add_argument("--max-new-tokens", type=int, default=128)
     gen.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
     gen.add_argument("--stats", action="store_true", help="print the run's statistics at the end (stderr)")
-    gen.add_argument("--device", default="cpu", help="where the model runs: cpu, cuda, cuda:1, ...")
-    gen.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
+    gen.add_argument("--device", default="cpu", type=device_name, help="where the model runs: cpu, cuda, ...")
+    gen.add_argument("--dtype", default="float32", choices=DTYPES)
     args = parser.parse_args(argv)
     if args.command == "generate":
         if args.max_new_tokens < 1:
             parser.error("--max-new-tokens must be >= 1")
-        import torch
-
-        try:
-            torch.device(args.device)
-        except RuntimeError as err:
-            parser.error(f"--device: {err}")
         _generate(args)
 
 

@@ -118,10 +118,29 @@ def load_tokenizer(name_or_path=DEFAULT_MODEL):
     return AutoTokenizer.from_pretrained(str(resolve(name_or_path)), local_files_only=True)
 
 
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def device_name(text):
+    """``text`` if torch names a device so (``cpu``, ``cuda``, ``cuda:1``, ...), else ``ValueError``; also the
+    ``--device`` option's argparse type."""
+    import torch
+
+    try:
+        torch.device(text)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device {text!r} is not a torch device: {err}") from None
+    return text
+
+
 def load_model(name_or_path=DEFAULT_MODEL, *, dtype="float32", device="cpu"):
-    """``(model, tokenizer)`` for ``"gemma-3-270m"``, ``"smollm2-135m-instruct"`` or a local directory."""
+    """``(model, tokenizer)`` for ``"gemma-3-270m"``, ``"smollm2-135m-instruct"`` or a local directory, in
+    ``dtype`` (one of ``DTYPES``) on ``device``."""
     from transformers import AutoModelForCausalLM
 
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    device_name(device)
     path = resolve(name_or_path)
     model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, local_files_only=True)
     model.to(device).eval()

@@ -129,6 +129,15 @@ def test_stats_convention_counts_the_bonus_token():
     assert GenerationStats().mean_accepted_length == 0.0
 
 
+@pytest.mark.parametrize("kwargs, word", [({"device": "abacus"}, "device"), ({"device": 3}, "device"),
+                                          ({"dtype": "int8"}, "dtype")])
+def test_load_model_refuses_a_bad_placement_before_loading(kwargs, word):
+    from draftless.integration import load_model
+
+    with pytest.raises(ValueError, match=word):
+        load_model("no-such-model", **kwargs)
+
+
 def test_cli_generate_streams_and_reports(tmp_path, capsys):
     from draftless.integration.cli import main
 
