@@ -95,6 +95,14 @@ def build(suite, limit=None):
     return tasks[:limit] if limit else tasks
 
 
+def interleaved(suites, limit=None):
+    """The tasks of every suite in round robin: each suite's first prompt, then each one's second, and so on.
+    A run that is cut short after n prompts has then measured every suite on its first prompts."""
+    by_suite = [build(suite, limit) for suite in suites]
+    longest = max((len(tasks) for tasks in by_suite), default=0)
+    return [tasks[i] for i in range(longest) for tasks in by_suite if i < len(tasks)]
+
+
 _COMPLETION = {  # base-model formats: (user prefix, answer prefix)
     "summarization": ("Article: ", "\nSummary:"),
     "rag": ("Documents: ", "\nAnswer:"),

@@ -9,7 +9,7 @@ from benchmarks import report
 from benchmarks.methods import OracleProposer, expand
 from benchmarks.run import main as run_main
 from benchmarks.run import run as run_benchmark
-from benchmarks.suites import SUITES, build, render
+from benchmarks.suites import SUITES, build, interleaved, render
 from draftless.lookup import AdaptiveConfig, AdaptiveProposer
 
 from tiny_models import tiny_model, tiny_tokenizer
@@ -117,6 +117,15 @@ def test_every_suite_builds_and_renders_in_both_formats():
         assert render(task, chat, answers).endswith("<assistant>")
     multi = build("multi_turn", 1)[0]
     assert "first answer" in render(multi, plain, ("first answer",))
+
+
+def test_tasks_run_in_round_robin_over_the_suites():
+    tasks = interleaved(["qa", "code_edit", "rag"], limit=3)
+    assert [t.suite for t in tasks] == ["qa", "code_edit", "rag"] * 3
+    assert [t.prompt_id for t in tasks[::3]] == [t.prompt_id for t in build("qa", 3)]
+    uneven = interleaved(["code_edit", "qa"])  # a suite that runs out leaves the others going
+    assert len(uneven) == len(build("code_edit")) + len(build("qa"))
+    assert [t.suite for t in uneven[-3:]] == ["qa"] * 3 and interleaved([]) == []
 
 
 def test_summary_ratios_and_markdown():
