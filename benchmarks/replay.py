@@ -42,9 +42,10 @@ PRIOR_NAMES = {
 # steps. A stand-in, not a measurement (a GPU pass for a model this small is flatter still).
 NEAR_FLAT = CostCurve((0, 1, 2, 4, 8, 16, 32, 64), (1.0, 1.02, 1.03, 1.04, 1.06, 1.1, 1.2, 1.4))
 ADAPTIVE_KNOBS = {
-    "occurrence": ("frequent", "recent", "first"), "min_match": (1, 2, 3), "max_draft": (16, 32, 64, 128),
+    "occurrence": ("frequent", "recent", "first", "learned"), "min_match": (1, 2, 3), "max_draft": (16, 32, 64, 128),
     "prior_strength": (1.0, 2.0, 8.0), "forgetting": (0.9, 0.95, 0.98, 1.0), "prior": tuple(PRIOR_NAMES),
     "copy_length": (4, 5, 6, 7, 8, 12), "copy_share": (0.0, 0.3, 0.4, 0.5, 1.0), "copy_memory": (0.95, 0.98, 1.0),
+    "occurrence_memory": (0.6, 0.7, 0.8, 0.9), "occurrence_margin": (0.0, 0.5, 1.0, 2.0),
 }
 # AdaptiveConfig fields added after some runs were recorded, with the value that reproduces the policy those runs
 # used: before the copy regime (copy_share 0: always copying) every draft was judged as a copy

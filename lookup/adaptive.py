@@ -20,8 +20,10 @@ from draftless.index.validation import check_positive_int
 from .acceptance_model import DEFAULT_PRIOR, LENGTH_EDGES, AcceptanceModel
 from .copy_regime import CopyRegime
 from .cost_model import CostCurve, OnlineCost
+from .occurrence import OccurrenceChooser, rule_ends
 
 EMPTY = np.empty(0, dtype=np.int64)
+OCCURRENCES = ("frequent", "recent", "first", "learned")
 # c(k)/c(0) calibrated for Gemma 3 270M, fp32, on a 2-core CPU (MKL, every linear layer in its fastest form,
 # integration/linear_plan.py): a stand-in for replays of runs that recorded no curve, and for callers that
 # pass none
@@ -51,30 +53,48 @@ class AdaptiveConfig:
     SmolLM2's summaries at 1.31; ``copy_length`` 8 or 12 costs Gemma's code edits 3-5%; "recent" instead of
     "frequent" 2.59 and 1.34 / 1.35 / 1.24; ``copy_memory`` 0.95 costs Gemma's summaries 3% and 1.0 moves
     nothing by more than 2%.
+
+    ``occurrence`` "learned" (``occurrence_memory`` 0.6, ``occurrence_margin`` 1.0; see ``occurrence``) was
+    chosen on the H200 run (``gemma-3-270m_h200-fp32_limit10_2026-11-30_pass-check``, its curve) and the
+    session-10 CPU runs (``*_reserved-cache``). Against "frequent": H200 4.58x instead of 4.50x (translation
+    4.97x / 4.78x, qa 4.24x / 4.15x), Gemma CPU 2.59x / 2.57x and 2.40x / 2.36x (translation 2.86x / 2.75x),
+    SmolLM2 1.51x / 1.52x; no suite of these or of the older recordings loses more than 1.1%. Memory 0.7-0.8
+    or margin 0.5 gain as much on average and lose up to 3.5% on some suite; margin 2 gains half as much.
     """
 
     max_draft: int = 64  # the largest draft ever proposed
     min_match: int = 1  # shorter matches are never drafted from
-    # which earlier occurrence supplies the continuation: "frequent" (the latest occurrence of the token that
-    # most often followed the matched suffix), "recent" (the latest occurrence) or "first" (the earliest)
-    occurrence: str = "frequent"
+    # which earlier occurrence supplies the continuation: "learned" (per request, "frequent" or the earliest
+    # occurrence of the last 5 tokens, whichever the request's own passes favour; see ``occurrence``),
+    # "frequent" (the latest occurrence of the token that most often followed the matched suffix), "recent"
+    # (the latest occurrence) or "first" (the earliest)
+    occurrence: str = "learned"
     prior_strength: float = 2.0
     forgetting: float = 0.98
     prior: tuple = DEFAULT_PRIOR  # acceptance rate per matched-length bucket before any evidence
     copy_length: int = 6  # a generated token is copied when it ends a match of at least this many tokens
     copy_share: float = 0.4  # the output is copying while at least this share of recent tokens is copied
     copy_memory: float = 0.98  # per-token forgetting of that share
+    occurrence_memory: float = 0.6  # "learned": per-pass forgetting of the rules' scores
+    occurrence_margin: float = 1.0  # "learned": the lead (tokens) the earliest short match needs to be drafted
 
     def __post_init__(self):
         for name in ("max_draft", "min_match", "copy_length"):
             check_positive_int(getattr(self, name), name)
-        if self.occurrence not in ("frequent", "recent", "first"):
-            raise ValueError(f"occurrence must be 'frequent', 'recent' or 'first', got {self.occurrence!r}")
+        for name in ("prior_strength", "forgetting", "copy_share", "copy_memory", "occurrence_memory",
+                     "occurrence_margin"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+                raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+        if self.occurrence not in OCCURRENCES:
+            raise ValueError(f"occurrence must be one of {OCCURRENCES}, got {self.occurrence!r}")
         if not self.prior_strength > 0:
             raise ValueError(f"prior_strength must be > 0, got {self.prior_strength}")
-        for name in ("forgetting", "copy_memory"):
+        for name in ("forgetting", "copy_memory", "occurrence_memory"):
             if not 0 < getattr(self, name) <= 1:
                 raise ValueError(f"{name} must be in (0, 1], got {getattr(self, name)}")
+        if not self.occurrence_margin >= 0:
+            raise ValueError(f"occurrence_margin must be >= 0, got {self.occurrence_margin}")
         if not 0 <= self.copy_share <= 1:
             raise ValueError(f"copy_share must be in [0, 1], got {self.copy_share}")
         prior = tuple(float(x) for x in self.prior)
@@ -127,17 +147,23 @@ class AdaptiveProposer:
         c = self.config
         self.acceptance = AcceptanceModel(c.prior, c.prior_strength, c.forgetting)
         self.regime = CopyRegime(c.copy_length, c.copy_share, c.copy_memory)
+        self.occurrences = OccurrenceChooser(c.occurrence_memory, c.occurrence_margin)
         self._pending = None
+        self._ends = None
         self.chosen = []
 
     def propose(self, max_tokens):
-        self._pending = None
+        self._pending = self._ends = None
         match = self.index.longest_match()
         k_cap = min(int(max_tokens), self.config.max_draft)
         if match.length < self.config.min_match or k_cap <= 0:
             self.chosen.append((len(self.index), 0))
             return EMPTY
-        end = source_end(self.index, match, self.config.occurrence)
+        if self.config.occurrence == "learned":
+            self._ends = rule_ends(self.index, match)
+            end = self._ends[self.occurrences.choice]
+        else:
+            end = source_end(self.index, match, self.config.occurrence)
         from_prompt = end < self.prompt_len
         copying = self.regime.copying
         available = len(self.index) - 1 - end
@@ -159,6 +185,9 @@ class AdaptiveProposer:
             accepted = int(np.argmin(same)) if not same.all() else judged
             self.acceptance.observe(length, from_prompt, accepted, draft.size, copying)
             self._pending = None
+        if self._ends is not None and tokens.size:
+            self.occurrences.observe(self.index, self._ends, tokens)
+            self._ends = None
         if tokens.size > 1:  # the accepted draft tokens, then the target's own: a copy usually ends at the latter
             self.index.extend(tokens[:-1])
             self.regime.observe(tokens.size - 1, self.index.longest_match().length)

@@ -198,8 +198,10 @@ def test_regime_follows_the_output_and_writing_drafts_stay_short():
     phrases = [x for s in rng.integers(0, 55, 60) for x in block[s: s + 5] + rng.integers(0, 1000, 3).tolist()]
     p = AdaptiveProposer(cost=CPU)
     ks = drive(p, block + phrases, prompt_len=len(block))
-    assert not p.regime.copying and max(ks[-60:]) <= 5  # writing: no long drafts from short matches
-    p2 = AdaptiveProposer(AdaptiveConfig(copy_share=0.0), cost=CPU)  # always copying: the policy before
+    # writing: no long drafts from short matches (at most a 5-token phrase and the token after it; the learned
+    # occurrence sometimes drafts from the prompt's copy of a phrase, whose rates differ)
+    assert not p.regime.copying and max(ks[-60:]) <= 6
+    p2 = AdaptiveProposer(AdaptiveConfig(copy_share=0.0, occurrence="frequent"), cost=CPU)  # the policy before
     assert max(drive(p2, block + phrases, prompt_len=len(block))[-60:]) >= 32
     ks = drive(p, block + phrases[:200] + block + block, prompt_len=len(block))
     assert p.regime.copying and max(ks[-5:]) >= 32  # copying again once the block comes back
