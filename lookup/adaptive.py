@@ -58,8 +58,9 @@ class AdaptiveConfig:
     chosen on the H200 run (``gemma-3-270m_h200-fp32_limit10_2026-11-30_pass-check``, its curve) and the
     session-10 CPU runs (``*_reserved-cache``). Against "frequent": H200 4.58x instead of 4.50x (translation
     4.97x / 4.78x, qa 4.24x / 4.15x), Gemma CPU 2.59x / 2.57x and 2.40x / 2.36x (translation 2.86x / 2.75x),
-    SmolLM2 1.51x / 1.52x; no suite of these or of the older recordings loses more than 1.1%. Memory 0.7-0.8
-    or margin 0.5 gain as much on average and lose up to 3.5% on some suite; margin 2 gains half as much.
+    SmolLM2 1.51x / 1.52x; over 58 suite columns of these and the older recordings +1.1% on average, none
+    losing more than 1.1%. Memory 0.7 gives the same, 0.8 a worst column of -1.7%; margin 0.5 +1.5% with a
+    worst of -2.4% to -3.5%, margin 0 +1.2% with -5.2% (SmolLM2's code edits), margin 2 +0.4%.
     """
 
     max_draft: int = 64  # the largest draft ever proposed
