@@ -119,3 +119,15 @@ def test_learned_occurrence_keeps_more_tokens_a_pass_on_the_recorded_gpu_run():
     rows = {(r["config"], r["suite"]): r["mean_accepted"] for r in replay(outputs, configs, cost)}
     assert rows[("learned", "translation")] > 1.03 * rows[("frequent", "translation")]
     assert rows[("learned", "all")] > rows[("frequent", "all")]
+
+
+def test_occurrence_evidence_reports_every_column(capsys):
+    from benchmarks.occurrence_evidence import main
+
+    run = RECORDED / "gemma-3-270m_h200-fp32_qa-rag_limit10_2026-11-30_pass-check_repeat.json"
+    gains = main([str(run), "--memory", "0.6", "--margin", "1,2"])
+    assert all(g == 1.0 for g in gains["frequent"]) and len(gains[(0.6, 1.0)]) == 3  # qa, rag, all
+    out = capsys.readouterr().out
+    assert "| memory | margin 1 | margin 2 |" in out and "| 0.6 | " in out
+    with pytest.raises(SystemExit):
+        main([str(run), "--margin", "-1"])  # refused by AdaptiveConfig, reported by the parser
