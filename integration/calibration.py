@@ -148,3 +148,19 @@ def cached_inexact_drafts(model, max_draft=pass_check.MAX_DRAFT):
     return _cached(model, f"inexact-drafts-v1-{max_draft}",
                    lambda: pass_check.measure_inexact_drafts(model, max_draft, plans=cached_linear_plans(model)),
                    lambda bad: {"inexact": list(bad)}, decode)
+
+
+def recalibrate(model):
+    """Measure this model/device/dtype/threads again, replacing what is cached: for a curve measured while the
+    machine was busy or slow, whose shape the loop's online scaling keeps (``draftless calibrate``). Returns
+    ``(curve, plans, inexact_drafts)``."""
+    folder = cache_root() / "calibration"
+    stale = list(folder.glob(f"{calibration_key(model)}-*.json")) if folder.exists() else []
+    for path in stale:
+        path.unlink()
+        _MEMO.pop(str(path), None)
+    for key in [k for k in _MEMO if calibration_key(model) in k]:  # kinds never written to disk this process
+        del _MEMO[key]
+    logger.info("recalibrating %s: %d cached files removed", calibration_key(model), len(stale))
+    plans = cached_linear_plans(model)
+    return cached_cost_curve(model), plans, cached_inexact_drafts(model)

@@ -31,6 +31,8 @@ from .stats import StatsRecorder
 from .verifier import Verifier
 
 logger = logging.getLogger(__name__)
+STALE_SCALE = 0.5  # passes faster than this share of the cached curve's times: it was measured on a slower machine
+STALE_AFTER_PASSES = 16  # ... once the online scale has seen this many passes
 
 
 class SpeculativeGenerator:
@@ -64,6 +66,7 @@ class SpeculativeGenerator:
                                              excluded=self.inexact_drafts)
         self.linear_plans = cached_linear_plans(model)
         self.last_stats = None
+        self._warned_stale = False
 
     @torch.no_grad()
     def generate(self, input_ids=None, attention_mask=None, generation_config=None, logits_processor=None,
@@ -126,11 +129,24 @@ class SpeculativeGenerator:
         if plan.streamer is not None:
             plan.streamer.end()
         self.last_stats = rec.freeze(ids.shape[1] - prompt_len, time.perf_counter() - t_start)
+        self._check_stale_curve()
         if not plan.return_dict:
             return ids
         return GenerateDecoderOnlyOutput(
             sequences=ids, scores=tuple(scores) if plan.output_scores else None,
             logits=tuple(raw) if plan.output_logits else None, cache=verifier.cache)
+
+    def _check_stale_curve(self):
+        """Warn once when passes run much faster than the cached curve says: it was measured while the machine
+        was busy or slow, and its shape, which the online scale does not correct, may be off. (Slower passes
+        than calibrated say less: a longer context than the calibration's 256 positions costs more anyway.)"""
+        scale = getattr(getattr(self.proposer, "cost", None), "scale", None)
+        if self._warned_stale or scale is None or self.last_stats.passes < STALE_AFTER_PASSES or scale >= STALE_SCALE:
+            return
+        self._warned_stale = True
+        logger.warning("verification passes take %.2fx the times of the cached cost curve, which was measured while "
+                       "the machine was slower; `draftless calibrate` (draftless.integration.calibration.recalibrate) "
+                       "measures it again", scale)
 
     def _append(self, plan, ids, tokens, chosen, logits, scores, raw):
         """Append ``tokens`` up to the first that ends generation; returns ``(ids, done)``."""

@@ -156,3 +156,55 @@ def test_planned_linears_are_restored_on_error_and_skip_a_replaced_forward():
         assert head.__dict__["forward"] is custom
     assert head.__dict__["forward"] is custom
     assert tuple(head.weight.shape) not in linear_plan.plain_linears(model)
+
+
+def test_recalibrate_replaces_what_is_cached(cache_dir, monkeypatch):
+    model = tiny_model("llama")
+    curves = iter([CostCurve((0, 1), (9.0, 18.0)), CostCurve((0, 1), (1.0, 2.0))])  # a busy day, then a quiet one
+    monkeypatch.setattr(calibration, "measure_cost_curve", lambda m, ks=None: next(curves))
+    kind = calibration.cost_kind(calibration.DEFAULT_KS)
+    assert calibration.cached_cost_curve(model) == CostCurve((0, 1), (9.0, 18.0))
+    path = cache_dir / "calibration" / f"{calibration.calibration_key(model)}-{kind}.json"
+    assert json.loads(path.read_text())["seconds"] == [9.0, 18.0]
+    curve, plans, inexact = calibration.recalibrate(model)
+    assert curve == CostCurve((0, 1), (1.0, 2.0)) and inexact == ()  # the CPU: no pass-length check
+    assert json.loads(path.read_text())["seconds"] == [1.0, 2.0]
+    assert calibration.cached_cost_curve(model) == curve  # the process's memo holds the new one too
+    assert plans == calibration.cached_linear_plans(model)
+
+
+def test_calibrate_command_prints_the_new_curve(cache_dir, tmp_path, capsys):
+    from draftless.integration.cli import main
+    from tiny_models import tiny_tokenizer
+
+    tok = tiny_tokenizer()
+    model = tiny_model("llama", vocab=len(tok))
+    model.save_pretrained(tmp_path / "tiny")
+    tok.save_pretrained(tmp_path / "tiny")
+    main(["calibrate", "--model", str(tmp_path / "tiny")])
+    out = capsys.readouterr().out
+    assert "c(k), ms" in out and "k =  0:" in out and "k = 64:" in out
+    assert list((cache_dir / "calibration").glob("*-cost-*.json"))
+    with pytest.raises(SystemExit):
+        main(["calibrate", "--model", str(tmp_path / "tiny"), "--device", "tpu9"])
+
+
+def test_a_curve_measured_on_a_slower_machine_is_reported_once(cache_dir, caplog):
+    from draftless.integration import SpeculativeGenerator
+
+    model = tiny_model("llama")
+    kind = calibration.cost_kind(calibration.DEFAULT_KS)
+    path = cache_dir / "calibration" / f"{calibration.calibration_key(model)}-{kind}.json"
+    path.parent.mkdir(parents=True)
+    ks = list(calibration.DEFAULT_KS)
+    path.write_text(json.dumps({"ks": ks, "seconds": [10.0 + k for k in ks]}))  # 10 s a pass: no tiny model
+    calibration._MEMO.clear()
+    gen = SpeculativeGenerator(model)
+    prompt = torch.randint(0, 64, (1, 12), generator=torch.Generator().manual_seed(0))
+    with caplog.at_level("WARNING", logger="draftless.integration.speculative"):
+        gen.generate(prompt, max_new_tokens=40)
+        assert gen.last_stats.passes >= 16
+        gen.generate(prompt, max_new_tokens=40)
+    stale = [r for r in caplog.records if "draftless calibrate" in r.getMessage()]
+    assert len(stale) == 1 and gen.proposer.cost.scale < 0.5
+    calibration._MEMO.clear()
