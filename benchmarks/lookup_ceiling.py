@@ -12,15 +12,9 @@ text that does not repeat. Replay only (``benchmarks.replay``): it needs the rec
 import numpy as np
 
 from draftless.index import SuffixIndex
+from draftless.lookup.occurrence import agreement
 
 EMPTY = np.empty(0, dtype=np.int64)
-
-
-def agreement(a, b):
-    """How many leading tokens ``a`` and ``b`` share."""
-    m = min(a.size, b.size)
-    differ = np.flatnonzero(a[:m] != b[:m])
-    return int(differ[0]) if differ.size else m
 
 
 class LookupCeilingProposer:

@@ -17,17 +17,14 @@ import numpy as np
 from tqdm import tqdm
 
 from draftless.lookup import AdaptiveConfig, AdaptiveProposer
-from draftless.lookup.cost_model import CostCurve
 
-from .replay import CPU_SMALL_MODEL, replay
+from .replay import recorded_cost, replay
 
 
 def columns(path, configs):
     """``{config name: {suite: modelled speedup}}`` for one recorded run."""
     data = json.loads(Path(path).read_text())
-    cost = CPU_SMALL_MODEL
-    if "cost_curve" in data:
-        cost = CostCurve(tuple(data["cost_curve"]["ks"]), tuple(data["cost_curve"]["seconds"])).relative()
+    cost = recorded_cost(data)
     excluded = tuple(data.get("inexact_drafts", ()))
     factories = {name: (lambda truth, cfg=cfg: AdaptiveProposer(cfg, cost=cost, excluded=excluded))
                  for name, cfg in configs.items()}

@@ -28,8 +28,9 @@ from draftless.lookup import DraftConfig, NgramRule, PromptLookupRule, SuffixDec
 from draftless.lookup.acceptance_model import DEFAULT_PRIOR
 from draftless.lookup.adaptive import CPU_SMALL_MODEL, AdaptiveConfig, AdaptiveProposer
 from draftless.lookup.cost_model import CostCurve
+from draftless.lookup.occurrence import agreement
 
-from .lookup_ceiling import LookupCeilingProposer, agreement
+from .lookup_ceiling import LookupCeilingProposer
 from .oracle import ORACLE_KS, OracleProposer
 
 
@@ -56,6 +57,14 @@ def recorded_config(run):
     """The ``AdaptiveConfig`` that a run recorded by ``benchmarks.run`` drafted with."""
     fields = {k: tuple(v) if isinstance(v, list) else v for k, v in run["draftless_config"].items() if k != "kind"}
     return AdaptiveConfig(**{**{k: v for k, v in LEGACY_FIELDS.items() if k not in fields}, **fields})
+
+
+def recorded_cost(run):
+    """The relative cost curve that a run recorded by ``benchmarks.run`` calibrated for its model and machine,
+    or the CPU stand-in for a run that recorded none."""
+    if "cost_curve" not in run:
+        return CPU_SMALL_MODEL
+    return CostCurve(tuple(run["cost_curve"]["ks"]), tuple(run["cost_curve"]["seconds"])).relative()
 
 
 def configurations(grid=False, cost=CPU_SMALL_MODEL, excluded=()):
@@ -182,9 +191,7 @@ def main(argv=None):
     data = json.loads(args.run_json.read_text())
     if "outputs" not in data:
         parser.error(f"{args.run_json} has no recorded outputs (write it with benchmarks.run --json)")
-    cost = NEAR_FLAT if args.cost == "near_flat" else CPU_SMALL_MODEL
-    if args.cost == "run" and "cost_curve" in data:  # the curve calibrated for the run's model and machine
-        cost = CostCurve(tuple(data["cost_curve"]["ks"]), tuple(data["cost_curve"]["seconds"])).relative()
+    cost = NEAR_FLAT if args.cost == "near_flat" else CPU_SMALL_MODEL if args.cost == "cpu" else recorded_cost(data)
     rows = replay(data["outputs"], configurations(args.grid, cost, tuple(data.get("inexact_drafts", ()))), cost)
     sys.stdout.write(markdown(rows))
     if args.json:

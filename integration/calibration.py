@@ -154,13 +154,12 @@ def recalibrate(model):
     """Measure this model/device/dtype/threads again, replacing what is cached: for a curve measured while the
     machine was busy or slow, whose shape the loop's online scaling keeps (``draftless calibrate``). Returns
     ``(curve, plans, inexact_drafts)``."""
-    folder = cache_root() / "calibration"
-    stale = list(folder.glob(f"{calibration_key(model)}-*.json")) if folder.exists() else []
+    key = calibration_key(model)
+    stale = list((cache_root() / "calibration").glob(f"{key}-*.json"))
     for path in stale:
         path.unlink()
-        _MEMO.pop(str(path), None)
-    for key in [k for k in _MEMO if calibration_key(model) in k]:  # kinds never written to disk this process
-        del _MEMO[key]
-    logger.info("recalibrating %s: %d cached files removed", calibration_key(model), len(stale))
+    for memo in [m for m in _MEMO if key in m]:
+        del _MEMO[memo]
+    logger.info("recalibrating %s: %d cached files removed", key, len(stale))
     plans = cached_linear_plans(model)
     return cached_cost_curve(model), plans, cached_inexact_drafts(model)

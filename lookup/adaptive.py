@@ -20,7 +20,7 @@ from draftless.index.validation import check_positive_int
 from .acceptance_model import DEFAULT_PRIOR, LENGTH_EDGES, AcceptanceModel
 from .copy_regime import CopyRegime
 from .cost_model import CostCurve, OnlineCost
-from .occurrence import OccurrenceChooser, rule_ends
+from .occurrence import OccurrenceChooser, agreement, rule_ends, source_end
 
 EMPTY = np.empty(0, dtype=np.int64)
 OCCURRENCES = ("frequent", "recent", "first", "learned")
@@ -104,15 +104,6 @@ class AdaptiveConfig:
         object.__setattr__(self, "prior", prior)
 
 
-def source_end(index, match, occurrence):
-    """The end position of the earlier occurrence of ``match`` (the index's longest match) whose
-    continuation is drafted, by the ``occurrence`` rule of ``AdaptiveConfig``."""
-    if occurrence == "frequent":
-        best = index.continuations(limit=1)  # ties go to the more recent occurrence
-        return int(best.ends[0]) - 1 if best.tokens.size else match.recent_end
-    return match.recent_end if occurrence == "recent" else match.first_end
-
-
 def best_draft_length(expected, cost, excluded=()):
     """The k that maximises (1 + E[accepted | k]) / cost(k), given ``expected[k] = E[accepted | k]``, among the
     lengths not in ``excluded`` (draft lengths >= 1 whose verification is not exact on the device)."""
@@ -181,9 +172,7 @@ class AdaptiveProposer:
         tokens = np.asarray(tokens, dtype=np.int64).ravel()
         if self._pending is not None:
             length, from_prompt, copying, draft = self._pending
-            judged = min(draft.size, max(0, tokens.size - 1))  # the last token is the target's own
-            same = draft[:judged] == tokens[:judged]
-            accepted = int(np.argmin(same)) if not same.all() else judged
+            accepted = agreement(draft, tokens[:-1])  # the last token is the target's own
             self.acceptance.observe(length, from_prompt, accepted, draft.size, copying)
             self._pending = None
         if self._ends is not None and tokens.size:

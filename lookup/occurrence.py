@@ -16,7 +16,7 @@ rules' continuations are scored against the tokens the target actually produced,
 right within the tokens that the pass settled; scores forget by ``memory`` per pass, and ``first_short``
 supplies the draft only while its score leads by more than ``margin`` tokens, so that a request starts on,
 and stays on, ``frequent`` until the evidence says otherwise. (Also scoring ``recent`` and the earliest
-occurrence of the whole match moved no replayed suite by more than 0.1 %.)
+occurrence of the whole match moved the replayed mean gain by at most 0.1 %.)
 """
 
 import numpy as np
@@ -25,11 +25,20 @@ RULES = ("frequent", "first_short")
 SHORT = 5
 
 
+def source_end(index, match, occurrence):
+    """The end position of the earlier occurrence of ``match`` (the index's longest match) whose
+    continuation is drafted, by a fixed ``occurrence`` rule of ``AdaptiveConfig``: "frequent", "recent" or
+    "first"."""
+    if occurrence == "frequent":
+        best = index.continuations(limit=1)  # ties go to the more recent occurrence
+        return int(best.ends[0]) - 1 if best.tokens.size else match.recent_end
+    return match.recent_end if occurrence == "recent" else match.first_end
+
+
 def rule_ends(index, match):
     """``(end of frequent, end of first_short)``: where each rule's occurrence of ``match`` (the index's
     current longest match, of length >= 1) ends; its continuation starts right after."""
-    best = index.continuations(limit=1)  # ties go to the more recent occurrence
-    frequent = int(best.ends[0]) - 1 if best.tokens.size else match.recent_end
+    frequent = source_end(index, match, "frequent")
     first_short = match.first_end
     if match.length > SHORT:  # the state holding the last SHORT tokens: a suffix-link ancestor of the match's
         for state, shortest, longest in index.suffix_states():
@@ -42,8 +51,8 @@ def rule_ends(index, match):
 def agreement(candidate, tokens):
     """How many leading tokens of ``candidate`` equal ``tokens`` (compared over the shorter of the two)."""
     n = min(candidate.size, tokens.size)
-    same = candidate[:n] == tokens[:n]
-    return n if same.all() else int(np.argmin(same))
+    differ = np.flatnonzero(candidate[:n] != tokens[:n])
+    return int(differ[0]) if differ.size else n
 
 
 class OccurrenceChooser:

@@ -108,10 +108,10 @@ RECORDED = Path(__file__).resolve().parents[1] / "benchmarks" / "recorded"
 def test_learned_occurrence_keeps_more_tokens_a_pass_on_the_recorded_gpu_run():
     """The evidence behind the default, as a regression check: replayed on the H200 run's outputs under its
     curve, the learned rule keeps more tokens a pass than ``frequent`` alone, on translation most."""
-    from benchmarks.replay import replay
+    from benchmarks.replay import recorded_cost, replay
 
     data = json.loads((RECORDED / "gemma-3-270m_h200-fp32_limit10_2026-11-30_pass-check.json").read_text())
-    cost = CostCurve(tuple(data["cost_curve"]["ks"]), tuple(data["cost_curve"]["seconds"])).relative()
+    cost = recorded_cost(data)
     outputs = [o for o in data["outputs"] if o["suite"] in ("translation", "qa")]
     configs = {occ: (lambda t, occ=occ: AdaptiveProposer(AdaptiveConfig(occurrence=occ), cost=cost,
                                                         excluded=tuple(data["inexact_drafts"])))
