@@ -9,6 +9,18 @@ def _method_group(name):
     return ORACLE if name.startswith("oracle_k") else name
 
 
+def _pooled_mean_accepted(runs):
+    """Tokens per verification pass over all of ``runs`` together (the bonus token counted, as
+    ``GenerationStats.mean_accepted_length`` counts it), or None where no run verified anything. Runs recorded
+    without their pass count fall back to the mean over runs."""
+    rs = [x for x in runs if x.get("mean_accepted") is not None]
+    if not rs:
+        return None
+    if all(x.get("passes") for x in rs):  # each run's tokens from passes, an integer, rebuilt from its mean
+        return sum(round(x["mean_accepted"] * x["passes"]) for x in rs) / sum(x["passes"] for x in rs)
+    return sum(x["mean_accepted"] for x in rs) / len(rs)
+
+
 def summarize(runs):
     """One row per (suite, method) plus an ``all`` suite: decode throughput (prefill excluded), ratios."""
     groups = defaultdict(list)
@@ -32,7 +44,7 @@ def summarize(runs):
         for method in methods:
             rs = groups[(suite, method)]
             r = rate[(suite, method)]
-            accepted = [x["mean_accepted"] for x in rs if x["mean_accepted"] is not None]
+            accepted = _pooled_mean_accepted(rs)
             rows.append({
                 "suite": suite, "method": _method_group(method), "detail": method,
                 "prompts": len({(x["suite"], x["prompt_id"]) for x in rs}), "runs": len(rs),
@@ -41,7 +53,7 @@ def summarize(runs):
                 "speedup_vs_vanilla": round(r / vanilla, 3) if vanilla else None,
                 "ratio_vs_hf_pld": round(r / hf, 3) if hf else None,
                 "fraction_of_oracle": round(r / rate[best_oracle], 3) if best_oracle else None,
-                "mean_accepted": round(sum(accepted) / len(accepted), 2) if accepted else None,
+                "mean_accepted": None if accepted is None else round(accepted, 2),
                 "identical_to_vanilla": (None if any(x["identical_to_vanilla"] is None for x in rs)
                                          else all(x["identical_to_vanilla"] for x in rs)),
             })

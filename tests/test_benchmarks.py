@@ -145,6 +145,19 @@ def test_summary_ratios_and_markdown():
     assert "| s | oracle_k16 |" in table and "| s | draftless | 1 | 4.00 | 4.00x | 2.00 | 0.40 | 3.00 | yes |" in table
 
 
+def test_mean_accepted_pools_the_passes_of_a_suite():
+    """Tokens per pass over the suite, as the loop's stats count them: a prompt copied in 2 passes of 64 tokens
+    and one written in 64 passes of 2 make 256 tokens in 66 passes, 3.88 a pass, not 33 (the mean of 64 and 2)."""
+    runs = [{"suite": "s", "prompt_id": p, "method": "draftless", "new_tokens": 129, "prefill_s": 0.1,
+             "decode_s": 1.0, "total_s": 1.1, "identical_to_vanilla": True, "mean_accepted": m, "passes": n}
+            for p, m, n in (("a", 64.0, 2), ("b", 2.0, 64))]
+    rows = {(r["suite"], r["method"]): r for r in report.summarize(runs)}
+    assert rows[("s", "draftless")]["mean_accepted"] == round(256 / 66, 2)
+    for r in runs:  # runs recorded without their pass count: the mean over runs
+        del r["passes"]
+    assert {(r["suite"], r["method"]): r for r in report.summarize(runs)}[("s", "draftless")]["mean_accepted"] == 33.0
+
+
 def test_oracle_proposer_drafts_the_reference():
     p = OracleProposer([1, 2, 3, 4, 5, 6], k=3)
     p.reset([1, 2])
