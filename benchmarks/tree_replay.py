@@ -1,0 +1,157 @@
+"""Modelled tree verification: would verifying several lookup continuations in one pass pay?
+
+    python -m benchmarks.tree_replay RUN.json [--cost run|cpu|near_flat] [--json PATH]
+
+SpecInfer, Medusa, SAM-Decoding and SuffixDecoding verify a token tree: several candidate continuations
+share one forward pass, each token attending to its own branch only, and the pass keeps the longest
+branch the target agrees with. draftless verifies one branch. Before building the tree mask and the KV
+compaction it needs, this replay measures what the tree could win, the way ``benchmarks.replay`` does: no
+model runs, the recorded greedy output is the truth.
+
+Each step the library's default policy drafts its own branch exactly as in the loop. The tree adds up to
+``count`` other branches of up to ``length`` tokens, continuations of other earlier occurrences: the other
+distinct tokens that followed the longest match (most frequent first), the earliest occurrences of the
+match and of its last 5 tokens, then the latest and earliest occurrences of the next three shorter matched
+suffixes; a branch that adds no new token is skipped. The tree never holds more than the policy's
+``max_draft`` tokens, nor a size whose pass the run's device did not verify exactly. A pass keeps the
+longest branch prefix that equals the recorded output plus the bonus token, and costs c(tree size), shared
+prefixes counted once. That leaves out what the tree mask itself costs and lets the policy learn from its
+own branch only, so the figures bound a tree on top of the current policy from above.
+"""
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from draftless.lookup.adaptive import CPU_SMALL_MODEL, AdaptiveConfig, AdaptiveProposer
+from draftless.lookup.occurrence import agreement, rule_ends
+
+from .replay import NEAR_FLAT, recorded_cost
+
+SHAPES = ((0, 0), (1, 4), (3, 4), (3, 8), (7, 4), (7, 8), (15, 4))  # (count, length) of the extra branches
+SHORTER = 3  # shorter matched suffixes whose occurrences supply branches
+
+
+def tree_size(branches):
+    """Tokens in the tree that holds ``branches`` (token sequences from the same root): distinct prefixes."""
+    return len({tuple(int(t) for t in b[: i + 1]) for b in branches for i in range(len(b))})
+
+
+def candidate_ends(index):
+    """End positions of earlier occurrences whose continuations may become branches, best first."""
+    match = index.longest_match()
+    if match.length == 0:
+        return []
+    top = index.continuations(limit=16)
+    ends = [int(e) - 1 for e in top.ends]  # ``ends`` point at the next token; the occurrence ends before it
+    ends += [rule_ends(index, match)[1], match.first_end, match.recent_end]
+    for state, _, _ in index.suffix_states()[1: 1 + SHORTER]:
+        ends += list(index.state_ends(int(state)))
+    return list(dict.fromkeys(e for e in ends if e >= -1))
+
+
+def grow_tree(index, primary, count, length, depth, budget, excluded=()):
+    """``[primary]`` plus up to ``count`` branches of up to ``min(length, depth)`` tokens, within ``budget``
+    tokens in all and never at an ``excluded`` size."""
+    branches = [primary] if primary.size else []
+    added = 0
+    for end in candidate_ends(index) if count else ():
+        if added >= count:
+            break
+        branch = index.continuation(end, min(length, depth)).astype(np.int64)
+        size = tree_size(branches + [branch])
+        if branch.size == 0 or size == tree_size(branches) or size > budget or size in excluded:
+            continue
+        branches.append(branch)
+        added += 1
+    return branches
+
+
+def tree_replay_one(proposer, tokens, prompt_len, max_new_tokens, count, length, excluded=()):
+    """Replay one recorded sequence with trees; returns (tokens kept per pass, tree size per pass)."""
+    tokens = np.asarray(tokens, dtype=np.int64)
+    pos = prompt_len + 1  # the prefill's token is not drafted
+    proposer.reset(tokens[:pos])
+    kept, sizes = [], []
+    while pos < tokens.size:
+        depth = prompt_len + max_new_tokens - pos - 1
+        primary = np.asarray(proposer.propose(depth), dtype=np.int64)
+        branches = grow_tree(proposer.index, primary, count, length, depth, proposer.config.max_draft, excluded)
+        truth = tokens[pos: pos + max((b.size for b in branches), default=0)]
+        n = min(max((agreement(b, truth) for b in branches), default=0), tokens.size - pos - 1)
+        new = tokens[pos: pos + n + 1]
+        kept.append(int(new.size))
+        sizes.append(tree_size(branches))
+        pos += new.size
+        proposer.update(new)
+    return kept, sizes
+
+
+def tree_replay(run, cost, shapes=SHAPES):
+    """Rows per tree shape and suite: passes, mean tokens per pass, mean tree size, modelled speedup over plain
+    decoding and its ratio to the single branch (shape ``(0, 0)``, which is the library's default)."""
+    excluded = tuple(run.get("inexact_drafts", ()))
+    max_new = int(run.get("max_new_tokens", 128))
+    rows = []
+    for count, length in shapes:
+        agg = defaultdict(lambda: [0, 0, 0, 0.0])  # passes, tokens, tree tokens, modelled time
+        for rec in run["outputs"]:
+            proposer = AdaptiveProposer(AdaptiveConfig(), cost=cost, excluded=excluded)
+            kept, sizes = tree_replay_one(proposer, rec["tokens"], rec["prompt_len"], max_new, count, length,
+                                          excluded)
+            for suite in (rec["suite"], "all"):
+                a = agg[suite]
+                a[0] += len(kept)
+                a[1] += sum(kept)
+                a[2] += sum(sizes)
+                a[3] += float(np.sum(cost.at(np.asarray(sizes)))) if sizes else 0.0
+        for suite, (passes, kept, size, spent) in agg.items():
+            rows.append({"count": count, "length": length, "suite": suite, "passes": passes,
+                         "mean_accepted": round(kept / max(1, passes), 3),
+                         "mean_tree_size": round(size / max(1, passes), 2),
+                         "est_speedup": round(kept * float(cost.at(0)) / spent, 3) if spent else 1.0})
+    single = {r["suite"]: r["est_speedup"] for r in rows if r["count"] == 0}
+    for r in rows:
+        r["vs_single"] = round(r["est_speedup"] / single[r["suite"]], 3) if single.get(r["suite"]) else None
+    return rows
+
+
+def markdown(rows):
+    suites = sorted({r["suite"] for r in rows}, key=lambda s: (s == "all", s))
+    by = {(r["count"], r["length"], r["suite"]): r for r in rows}
+    shapes = list(dict.fromkeys((r["count"], r["length"]) for r in rows))
+    head = "| extra branches x tokens | " + " | ".join(suites) + " |\n|---|" + "---|" * len(suites) + "\n"
+
+    def cell(key):
+        r = by.get(key)
+        return "-" if r is None else f"{r['est_speedup']:.2f}x ({r['vs_single']:.3f})"
+
+    lines = [f"| {c} x {n} | " + " | ".join(cell((c, n, s)) for s in suites) + " |" for c, n in shapes]
+    return ("Modelled speedup over plain decoding and, in brackets, its ratio to the single branch (0 x 0, the "
+            "library's default), by suite.\n\n" + head + "\n".join(lines) + "\n")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.tree_replay", description=__doc__.splitlines()[0])
+    parser.add_argument("run_json", type=Path, help="a JSON file written by benchmarks.run --json")
+    parser.add_argument("--cost", choices=("run", "cpu", "near_flat"), default="run",
+                        help="cost curve: the run's calibrated one, the CPU stand-in or the near-flat stand-in")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    data = json.loads(args.run_json.read_text())
+    if "outputs" not in data:
+        parser.error(f"{args.run_json} has no recorded outputs (write it with benchmarks.run --json)")
+    cost = NEAR_FLAT if args.cost == "near_flat" else CPU_SMALL_MODEL if args.cost == "cpu" else recorded_cost(data)
+    rows = tree_replay(data, cost)
+    sys.stdout.write(markdown(rows))
+    if args.json:
+        args.json.write_text(json.dumps({"source": str(args.run_json), "cost": args.cost, "rows": rows}, indent=1))
+    return rows
+
+
+if __name__ == "__main__":
+    main()
