@@ -179,10 +179,10 @@ def markdown(rows):
             "plain decoding, by suite.\n\n" + head + "\n".join(lines) + "\n")
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.replay", description=__doc__.splitlines()[0])
+def parse_run_arguments(parser, argv):
+    """Add the arguments every replay tool takes (a recorded run, ``--cost``, ``--json``) to ``parser``, parse
+    ``argv`` and return ``(args, the run's data, the cost curve chosen)``."""
     parser.add_argument("run_json", type=Path, help="a JSON file written by benchmarks.run --json")
-    parser.add_argument("--grid", action="store_true", help="also replay a grid of suffix-proposer settings")
     parser.add_argument("--cost", choices=("run", "cpu", "near_flat"), default="run",
                         help="cost curve: the run's calibrated one (the default; the CPU stand-in for a run that "
                              "recorded none), the CPU stand-in, or a near-flat accelerator stand-in")
@@ -192,6 +192,13 @@ def main(argv=None):
     if "outputs" not in data:
         parser.error(f"{args.run_json} has no recorded outputs (write it with benchmarks.run --json)")
     cost = NEAR_FLAT if args.cost == "near_flat" else CPU_SMALL_MODEL if args.cost == "cpu" else recorded_cost(data)
+    return args, data, cost
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.replay", description=__doc__.splitlines()[0])
+    parser.add_argument("--grid", action="store_true", help="also replay a grid of suffix-proposer settings")
+    args, data, cost = parse_run_arguments(parser, argv)
     rows = replay(data["outputs"], configurations(args.grid, cost, tuple(data.get("inexact_drafts", ()))), cost)
     sys.stdout.write(markdown(rows))
     if args.json:

@@ -23,14 +23,13 @@ import argparse
 import json
 import sys
 from collections import defaultdict
-from pathlib import Path
 
 import numpy as np
 
-from draftless.lookup.adaptive import CPU_SMALL_MODEL, AdaptiveConfig, AdaptiveProposer
+from draftless.lookup.adaptive import AdaptiveConfig, AdaptiveProposer
 from draftless.lookup.occurrence import agreement, rule_ends
 
-from .replay import NEAR_FLAT, recorded_cost
+from .replay import parse_run_arguments
 
 SHAPES = ((0, 0), (1, 4), (3, 4), (3, 8), (7, 4), (7, 8), (15, 4))  # (count, length) of the extra branches
 SHORTER = 3  # shorter matched suffixes whose occurrences supply branches
@@ -137,15 +136,7 @@ def markdown(rows):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks.tree_replay", description=__doc__.splitlines()[0])
-    parser.add_argument("run_json", type=Path, help="a JSON file written by benchmarks.run --json")
-    parser.add_argument("--cost", choices=("run", "cpu", "near_flat"), default="run",
-                        help="cost curve: the run's calibrated one, the CPU stand-in or the near-flat stand-in")
-    parser.add_argument("--json", type=Path)
-    args = parser.parse_args(argv)
-    data = json.loads(args.run_json.read_text())
-    if "outputs" not in data:
-        parser.error(f"{args.run_json} has no recorded outputs (write it with benchmarks.run --json)")
-    cost = NEAR_FLAT if args.cost == "near_flat" else CPU_SMALL_MODEL if args.cost == "cpu" else recorded_cost(data)
+    args, data, cost = parse_run_arguments(parser, argv)
     rows = tree_replay(data, cost)
     sys.stdout.write(markdown(rows))
     if args.json:
