@@ -35,9 +35,14 @@ SHAPES = ((0, 0), (1, 4), (3, 4), (3, 8), (7, 4), (7, 8), (15, 4))  # (count, le
 SHORTER = 3  # shorter matched suffixes whose occurrences supply branches
 
 
+def _prefixes(branch):
+    """The non-empty prefixes of a token sequence: the tree nodes it passes through."""
+    return {tuple(int(t) for t in branch[: i + 1]) for i in range(len(branch))}
+
+
 def tree_size(branches):
     """Tokens in the tree that holds ``branches`` (token sequences from the same root): distinct prefixes."""
-    return len({tuple(int(t) for t in b[: i + 1]) for b in branches for i in range(len(b))})
+    return len(set().union(*map(_prefixes, branches)))
 
 
 def candidate_ends(index):
@@ -57,16 +62,17 @@ def grow_tree(index, primary, count, length, depth, budget, excluded=()):
     """``[primary]`` plus up to ``count`` branches of up to ``min(length, depth)`` tokens, within ``budget``
     tokens in all and never at an ``excluded`` size."""
     branches = [primary] if primary.size else []
-    added = 0
+    nodes = _prefixes(primary)  # the tree's tokens, each as the path that reaches it
     for end in candidate_ends(index) if count else ():
-        if added >= count:
+        if len(branches) - bool(primary.size) >= count:
             break
         branch = index.continuation(end, min(length, depth)).astype(np.int64)
-        size = tree_size(branches + [branch])
-        if branch.size == 0 or size == tree_size(branches) or size > budget or size in excluded:
+        new = _prefixes(branch) - nodes
+        size = len(nodes) + len(new)
+        if not new or size > budget or size in excluded:
             continue
         branches.append(branch)
-        added += 1
+        nodes |= new
     return branches
 
 

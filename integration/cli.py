@@ -65,25 +65,23 @@ def main(argv=None):
         return
     parser = argparse.ArgumentParser(prog="draftless", description="Faster generation with no draft model.")
     sub = parser.add_subparsers(dest="command", required=True)
-    gen = sub.add_parser("generate", help="stream a greedy completion of a prompt")
+    model_options = argparse.ArgumentParser(add_help=False)  # which model, where: every command that loads one
+    model_options.add_argument("--model", default="gemma-3-270m",
+                               help="gemma-3-270m (default), smollm2-135m-instruct, or a local transformers directory")
+    model_options.add_argument("--device", default="cpu", type=device_name, help="where the model runs: cpu, cuda, ...")
+    model_options.add_argument("--dtype", default="float32", choices=DTYPES)
+    gen = sub.add_parser("generate", parents=[model_options], help="stream a greedy completion of a prompt")
     sub.add_parser("bench", help="run the benchmark suite (see python -m benchmarks.run --help)")
-    cal = sub.add_parser("calibrate", help="measure the model's cost curve again, replacing the cached one")
-    gen.add_argument("--model", default="gemma-3-270m",
-                     help="gemma-3-270m (default), smollm2-135m-instruct, or a local transformers directory")
+    sub.add_parser("calibrate", parents=[model_options],
+                   help="measure the model's cost curve again, replacing the cached one")
     gen.add_argument("--prompt-file", required=True, help="a text file, or - for standard input")
     gen.add_argument("--max-new-tokens", type=int, default=128)
     gen.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
     gen.add_argument("--stats", action="store_true", help="print the run's statistics at the end (stderr)")
-    gen.add_argument("--device", default="cpu", type=device_name, help="where the model runs: cpu, cuda, ...")
-    gen.add_argument("--dtype", default="float32", choices=DTYPES)
-    cal.add_argument("--model", default="gemma-3-270m",
-                     help="gemma-3-270m (default), smollm2-135m-instruct, or a local transformers directory")
-    cal.add_argument("--device", default="cpu", type=device_name, help="where the model runs: cpu, cuda, ...")
-    cal.add_argument("--dtype", default="float32", choices=DTYPES)
     args = parser.parse_args(argv)
     if args.command == "calibrate":
         _calibrate(args)
-    if args.command == "generate":
+    elif args.command == "generate":
         if args.max_new_tokens < 1:
             parser.error("--max-new-tokens must be >= 1")
         _generate(args)
