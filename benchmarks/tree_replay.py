@@ -61,19 +61,19 @@ def candidate_ends(index):
 def grow_tree(index, primary, count, length, depth, budget, excluded=()):
     """``[primary]`` plus up to ``count`` branches of up to ``min(length, depth)`` tokens, within ``budget``
     tokens in all and never at an ``excluded`` size."""
-    branches = [primary] if primary.size else []
+    extra = []
     nodes = _prefixes(primary)  # the tree's tokens, each as the path that reaches it
     for end in candidate_ends(index) if count else ():
-        if len(branches) - bool(primary.size) >= count:
+        if len(extra) >= count:
             break
         branch = index.continuation(end, min(length, depth)).astype(np.int64)
         new = _prefixes(branch) - nodes
         size = len(nodes) + len(new)
         if not new or size > budget or size in excluded:
             continue
-        branches.append(branch)
+        extra.append(branch)
         nodes |= new
-    return branches
+    return ([primary] if primary.size else []) + extra
 
 
 def tree_replay_one(proposer, tokens, prompt_len, max_new_tokens, count, length, excluded=()):
