@@ -58,6 +58,14 @@ def test_best_length_follows_cost_and_rate():
     assert 0 < best_draft_length(constant(0.8, 64), CPU.at) < 64  # in between
 
 
+def test_a_longer_pass_that_costs_less_is_drafted_rather_than_a_shorter_one():
+    # a CPU stair: a pass over 16 rows (k = 15) cheaper than one over 15 (k = 14), as calibrated
+    stair = CostCurve((0, 7, 8, 14, 15, 16, 64), (1.0, 1.7, 1.9, 3.9, 2.6, 3.2, 7.5))
+    expected = constant(0.97, 15)  # a continuation of 15 tokens, each nearly always right
+    assert best_draft_length(expected, stair.at) == 15
+    assert best_draft_length(expected[:15], stair.at) == 7  # 14 at most: the stair's top costs more than it pays
+
+
 def test_drafts_long_when_everything_is_accepted():
     block = list(range(100, 180))
     ks = drive(AdaptiveProposer(cost=CPU), block * 5, prompt_len=len(block))

@@ -21,7 +21,22 @@ def cache_dir(tmp_path, monkeypatch):
 def test_measured_curve_is_well_formed(kind):
     curve = calibration.measure_cost_curve(tiny_model(kind), ks=(0, 2, 8), context=40, repeats=1)
     assert isinstance(curve, CostCurve) and curve.ks == (0, 2, 8)
-    assert all(b >= a > 0 for a, b in zip(curve.seconds, curve.seconds[1:]))
+    assert all(s > 0 for s in curve.seconds)  # as measured: a longer pass may cost less (see DEFAULT_KS)
+
+
+def test_a_longer_pass_measured_cheaper_stays_cheaper(monkeypatch):
+    # a CPU's 8-row stair: 16 rows (k = 15) faster than 15 (k = 14); the curve keeps what was measured
+    stair = {1: 0.10, 15: 0.45, 16: 0.30, 17: 0.37}
+    monkeypatch.setattr(calibration, "time_pass", lambda model, cache, ids, context: stair[ids.shape[1]])
+    curve = calibration.measure_cost_curve(tiny_model("llama"), ks=(0, 14, 15, 16), context=8, repeats=2)
+    assert curve.seconds == (0.10, 0.45, 0.30, 0.37)
+
+
+def test_default_lengths_hold_both_edges_of_every_8_row_stair():
+    ks = calibration.DEFAULT_KS
+    assert ks[0] == 0 and list(ks) == sorted(set(ks)) and ks[-1] == 64
+    for rows in (8, 16, 24, 32, 48, 64):  # a pass over 1 + k rows
+        assert rows - 1 in ks and rows in ks
 
 
 def test_cache_is_reused_and_keyed_by_dtype_and_threads(cache_dir, monkeypatch):
