@@ -1,10 +1,10 @@
 """Calibrating the target: the linear layers' fastest forms (``linear_plan``) and the cost curve c(k),
 seconds of one verification pass over 1 + k tokens (measured with those forms in place).
 
-Measured once for the actual model, device, dtype and thread count (on the 2-core CPU used here, on a slow day,
-11 s for SmolLM2-135M's linear plans and 32 s for its curve, 26 s and 44 s for Gemma 3 270M's) and cached on disk under the user cache dir, keyed by all four (and the torch
-version): a changed dtype or thread count recalibrates. The adaptive policy then scales the curve online by
-the passes the run makes.
+Measured once for the actual model, device, dtype and thread count (on the 2-core CPU used here, on a slow
+day, 11 s for SmolLM2-135M's linear plans and 32 s for its curve, 26 s and 44 s for Gemma 3 270M's) and cached
+on disk under the user cache dir, keyed by all four (and the torch version): a changed dtype or thread count
+recalibrates. The adaptive policy then scales the curve online by the passes the run makes.
 """
 
 import functools
