@@ -13,7 +13,8 @@ import numpy as np
 @dataclass(frozen=True, slots=True)
 class CostCurve:
     """Pass time in seconds at draft lengths ``ks`` (``ks[0] == 0``: a plain decode step), interpolated
-    linearly between them and extrapolated with the last segment's slope."""
+    linearly between them and extrapolated with the slope from the last knot at or below half the last length
+    to the last: a span wider than one 8-row stair, whose edge (k = 63 to 64) is no trend."""
 
     ks: tuple
     seconds: tuple
@@ -31,7 +32,8 @@ class CostCurve:
         ks = np.asarray(self.ks, dtype=np.float64)
         secs = np.asarray(self.seconds, dtype=np.float64)
         k = np.asarray(k, dtype=np.float64)
-        slope = (secs[-1] - secs[-2]) / (ks[-1] - ks[-2])
+        base = int(np.searchsorted(ks, ks[-1] / 2, side="right")) - 1  # ks[0] == 0 <= half: base >= 0
+        slope = (secs[-1] - secs[base]) / (ks[-1] - ks[base])
         out = np.where(k <= ks[-1], np.interp(k, ks, secs), secs[-1] + slope * (k - ks[-1]))
         return float(out) if out.ndim == 0 else out
 

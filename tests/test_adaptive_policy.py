@@ -146,6 +146,9 @@ def test_cost_curve_is_validated_and_interpolates():
     assert CPU.at(8) == pytest.approx(1.05 + (2.3 - 1.05) * 7 / 15)
     assert CPU.at(128) == pytest.approx(4.8 + (4.8 - 3.1) / 32 * 64)
     assert CPU.relative().at(0) == 1.0
+    # past the last knot: the trend from half the last length, not the last stair's edge (k = 63 to 64)
+    stairs = CostCurve((0, 32, 63, 64), (1.0, 4.0, 6.5, 7.5))
+    assert stairs.at(63) == 6.5 and stairs.at(128) == pytest.approx(7.5 + (7.5 - 4.0) / 32 * 64)
 
 
 def test_adaptive_proposer_in_the_verification_loop_is_exact_and_learns_cost():
