@@ -221,6 +221,41 @@ def test_replay_on_a_recorded_run(tmp_path):
     assert flat[("suffix_fixed", "code_edit")]["passes"] == by[("suffix_fixed", "code_edit")]["passes"]
 
 
+def test_coarse_curve_prices_a_shorter_calibration(tmp_path):
+    import numpy as np
+
+    from benchmarks.coarse_curve import coarse_curve, main as coarse_main
+    from benchmarks.replay import main as replay_main
+    from draftless.lookup.cost_model import CostCurve
+
+    full = CostCurve((0, 1, 7, 8, 15, 16, 63, 64), (1.0, 1.05, 1.4, 1.8, 2.5, 3.1, 6.5, 7.2))
+    two = coarse_curve(full, (0, 63), 0.0, np.random.default_rng(0))
+    assert two.ks == (0, 63) and two.seconds == (1.0, 6.5)
+    noisy = coarse_curve(full, None, 0.1, np.random.default_rng(0))
+    assert noisy.ks == full.ks and noisy.seconds != full.seconds
+    assert all(abs(np.log(a / b)) < 0.6 for a, b in zip(noisy.seconds, full.seconds))  # six sigma
+    prompt = list(range(10, 40)) + [7]
+    run = {"outputs": [{"suite": "code_edit", "prompt_id": "p", "prompt_len": len(prompt),
+                        "tokens": prompt + list(range(10, 40)) + [3, 4]},
+                       {"suite": "qa", "prompt_id": "q", "prompt_len": 3, "tokens": [1, 2, 3, 4, 5, 6]}],
+           "cost_curve": {"ks": list(full.ks), "seconds": list(full.seconds)}}
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(run))
+    priced = coarse_main([str(path), "--noise", "0,0.1", "--seeds", "2", "--json", str(tmp_path / "c.json")])
+    # the subsets naming a length this curve lacks (2-4, 31, 32) are left out; noise 0 is one draw, the rest two
+    assert set(priced) == {(name, s) for name in ("every calibrated length", "three: 0, 15, 63", "two: 0, 63")
+                           for s in (0.0, 0.1)}
+    assert all(len(d) == (1 if s == 0 else 2) for (_, s), by in priced.items() for d in by.values())
+    # every calibrated length without noise is the policy that replay calls draftless, under the run's curve
+    replayed = {(r["config"], r["suite"]): r["est_speedup"] for r in replay_main([str(path)])}
+    assert priced[("every calibrated length", 0.0)]["code_edit"] == [replayed[("draftless", "code_edit")]] > [1.0]
+    assert priced[("two: 0, 63", 0.0)]["qa"] == [1.0]  # nothing repeats: plain steps under any curve
+    assert json.loads((tmp_path / "c.json").read_text())["rows"]
+    for bad in (["--noise", "0.1"], ["--noise", "x"], ["--seeds", "0"]):
+        with pytest.raises(SystemExit):
+            coarse_main([str(path)] + bad)
+
+
 RECORDED = Path(__file__).resolve().parents[1] / "benchmarks" / "recorded"
 
 
