@@ -8,15 +8,19 @@ compares the drafting on an equal pass; the ``rule_*`` methods plug the peers' d
 draftless's verification loop (transformers' prompt lookup, vLLM's n-gram proposer, SuffixDecoding); ``no_draft`` runs that loop drafting nothing, so that a table shows what the
 loop alone (its linear layers' forms, its lighter step) gains over ``generate`` before any drafting;
 ``oracle_k*`` drafts the true greedy continuation (``reference``, from the vanilla run) in linear drafts of k
-tokens: the ceiling for linear drafting.
+tokens: the ceiling for linear drafting. ``draftless_quick`` is the default policy under a calibration of a second
+or two: c(0) and c(63) only, one warm-up and one timed pass each (``quick_cost_curve``), instead of the cached
+curve's 17 lengths in five rounds; ``PREPARE`` holds what such a method measures before any run is timed.
 """
 
 import contextlib
+import weakref
 
 from draftless.integration import SpeculativeGenerator
-from draftless.integration.calibration import cached_linear_plans
+from draftless.integration.calibration import cached_inexact_drafts, cached_linear_plans, measure_cost_curve
 from draftless.integration.linear_plan import planned_linears
-from draftless.lookup import NgramRule, NullProposer, PromptLookupRule, SuffixDecodingRule
+from draftless.lookup import (AdaptiveConfig, AdaptiveProposer, NgramRule, NullProposer, PromptLookupRule,
+                              SuffixDecodingRule)
 
 from .oracle import ORACLE_KS, OracleProposer
 
@@ -40,6 +44,23 @@ def _loop(make_proposer=None):
     return run
 
 
+QUICK_KS = (0, 63)  # the two ends a second or two holds on a 2-core CPU (Gemma 3 270M: about 0.06 + 0.26 s a pass)
+_quick_curves = weakref.WeakKeyDictionary()
+
+
+def quick_cost_curve(model):
+    """c(k) at ``QUICK_KS`` only, each length warmed up once and timed once, measured once per model in this
+    process and never cached on disk (``benchmarks/recorded/README.md``, "A calibration of a second or two")."""
+    if model not in _quick_curves:
+        _quick_curves[model] = measure_cost_curve(model, ks=QUICK_KS, repeats=1)
+    return _quick_curves[model]
+
+
+def _quick(model, tokenizer, inputs, max_new_tokens, streamer, reference, sampling):
+    proposer = AdaptiveProposer(AdaptiveConfig(), cost=quick_cost_curve(model), excluded=cached_inexact_drafts(model))
+    return _loop(lambda ref: proposer)(model, tokenizer, inputs, max_new_tokens, streamer, reference, sampling)
+
+
 METHODS = {
     "vanilla": _hf(),
     "hf_pld": _hf(prompt_lookup_num_tokens=10),
@@ -50,10 +71,12 @@ METHODS = {
     "rule_ngram32": _loop(lambda ref: NgramRule()),
     "rule_suffix": _loop(lambda ref: SuffixDecodingRule()),
     "no_draft": _loop(lambda ref: NullProposer()),
+    "draftless_quick": _quick,
     **{f"oracle_k{k}": _loop(lambda ref, k=k: OracleProposer(ref, k)) for k in ORACLE_KS},
 }
 DEFAULT_METHODS = ("vanilla", "hf_pld", "hf_pld_n3", "hf_pld_planned", "draftless", "rule_pld", "rule_ngram32",
                    "rule_suffix", "no_draft", "oracle")
+PREPARE = {"draftless_quick": quick_cost_curve}  # measured before any run is timed, so that no run pays for it
 
 
 def expand(methods, sampling=False):

@@ -14,6 +14,8 @@ own lines. Each run's prefill is timed to the arrival of its first new token (a 
 excludes it. With ``--temperature``/``--top-p`` every method samples (each run seeded alike per prompt);
 outputs then differ by chance, so the identity check is skipped and the oracle is left out. ``--device`` and
 ``--dtype`` place the model (``cuda``, ``bfloat16``, ...); the cost curve is calibrated for each placement.
+What a method measures for itself before the runs (``methods.PREPARE``: ``draftless_quick``'s two-length curve)
+is timed apart too (``prepare_s``).
 """
 
 import argparse
@@ -32,7 +34,7 @@ from draftless.integration.models import DTYPES, device_name
 from draftless.lookup import AdaptiveConfig
 
 from . import report
-from .methods import DEFAULT_METHODS, METHODS, expand
+from .methods import DEFAULT_METHODS, METHODS, PREPARE, expand
 from .suites import SUITES, interleaved, render
 
 
@@ -82,6 +84,9 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
         sampling = {"do_sample": True, "temperature": 1.0 if temperature is None else temperature,
                     "top_p": 1.0 if top_p is None else top_p}
     names = expand(methods, sampling=bool(sampling))
+    t0 = time.perf_counter()
+    prepared = {name: PREPARE[name](model) for name in names if name in PREPARE}  # e.g. a quick curve
+    prepare_s = time.perf_counter() - t0
     tasks = interleaved(suites, limit)  # a run cut short (a lent device's time limit) still covers every suite
     runs, outputs, mismatches = [], [], []
 
@@ -90,6 +95,9 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
                 "repeats": repeats, "sampling": sampling, "device": str(model.device), "dtype": str(model.dtype),
                 "load_s": round(load_s, 2),
                 "compile_s": round(compile_s, 2), "calibrate_s": round(calibrate_s, 2),
+                "prepare_s": round(prepare_s, 2),
+                "prepared_cost_curves": {name: {"ks": list(c.ks), "seconds": list(c.seconds)}
+                                         for name, c in prepared.items()},
                 "draftless_config": {"kind": "adaptive", **dataclasses.asdict(AdaptiveConfig())},
                 # unrounded: replay must see the curve the policy saw, or a near tie between two lengths flips
                 "cost_curve": {"ks": list(curve.ks), "seconds": list(curve.seconds)},
@@ -158,7 +166,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="gemma-3-270m")
     parser.add_argument("--suite", default=",".join(SUITES), type=lambda v: _csv(v, SUITES, "suite"))
-    allowed = DEFAULT_METHODS + tuple(m for m in METHODS if m.startswith("oracle_k"))
+    allowed = DEFAULT_METHODS + tuple(m for m in METHODS if m not in DEFAULT_METHODS)  # oracle_k*, draftless_quick
     parser.add_argument("--methods", default=",".join(DEFAULT_METHODS),
                         type=lambda v: _csv(v, allowed, "method"))
     parser.add_argument("--limit", type=int, default=None, help="prompts per suite")
@@ -189,6 +197,9 @@ def main(argv=None):
     print(f"model load: {result['load_s']} s; Numba compile and warm-up: {result['compile_s']} s")
     print(f"cost curve calibration: {result['calibrate_s']} s; c(k) at k={result['cost_curve']['ks']}: "
           f"{[round(x, 5) for x in result['cost_curve']['seconds']]} s")
+    for name, c in result["prepared_cost_curves"].items():
+        print(f"{name}'s own curve, measured in {result['prepare_s']} s: c(k) at k={c['ks']}: "
+              f"{[round(x, 5) for x in c['seconds']]} s")
     table = report.markdown(result["summary"], result["model"])
     print(table)
     if result["mismatches"]:

@@ -52,6 +52,25 @@ def test_end_to_end_run_writes_json_markdown_and_plot(tiny_dir, tmp_path):
             assert len(r["draft_trace"]) == r["passes"] and all(0 <= a <= d for d, a in r["draft_trace"])
 
 
+def test_draftless_quick_drafts_under_a_two_length_curve_measured_before_the_runs(tiny_dir, monkeypatch):
+    from benchmarks import methods
+
+    calls = []
+    real = methods.measure_cost_curve
+    monkeypatch.setattr(methods, "measure_cost_curve", lambda model, **kw: calls.append(kw) or real(model, **kw))
+    result = run_main(["--model", str(tiny_dir), "--suite", "repetitive,code_edit", "--limit", "1",
+                       "--max-new-tokens", "16", "--methods", "draftless,draftless_quick"])
+    assert calls == [{"ks": methods.QUICK_KS, "repeats": 1}]  # once, before any run, not once per run
+    quick = result["prepared_cost_curves"]["draftless_quick"]
+    assert quick["ks"] == [0, 63] and all(s > 0 for s in quick["seconds"]) and result["prepare_s"] > 0
+    assert {r["method"] for r in result["runs"]} == {"vanilla", "draftless", "draftless_quick"}
+    assert all(r["identical_to_vanilla"] for r in result["runs"]) and not result["mismatches"]
+    assert all(r["passes"] for r in result["runs"] if r["method"] == "draftless_quick")
+    plain = run_main(["--model", str(tiny_dir), "--suite", "qa", "--limit", "1", "--max-new-tokens", "4",
+                      "--methods", "draftless"])
+    assert plain["prepared_cost_curves"] == {} and "draftless_quick" not in methods.DEFAULT_METHODS
+
+
 def test_trace_plot_of_the_default_policy(tiny_dir, tmp_path):
     from benchmarks.trace_plot import main as trace_main
 
