@@ -46,11 +46,12 @@ ADAPTIVE_KNOBS = {
     "occurrence": ("frequent", "recent", "first", "learned"), "min_match": (1, 2, 3), "max_draft": (16, 32, 64, 128),
     "prior_strength": (1.0, 2.0, 8.0), "forgetting": (0.9, 0.95, 0.98, 1.0), "prior": tuple(PRIOR_NAMES),
     "copy_length": (4, 5, 6, 7, 8, 12), "copy_share": (0.0, 0.3, 0.4, 0.5, 1.0), "copy_memory": (0.95, 0.98, 1.0),
-    "occurrence_memory": (0.6, 0.7, 0.8, 0.9), "occurrence_margin": (0.0, 0.5, 1.0, 2.0),
+    "occurrence_memory": (0.6, 0.7, 0.8, 0.9), "occurrence_margin": (0.0, 0.5, 1.0, 2.0), "periodic": (False, True),
 }
 # AdaptiveConfig fields added after some runs were recorded, with the value that reproduces the policy those runs
 # used: before the copy regime (copy_share 0: always copying) every draft was judged as a copy
-LEGACY_FIELDS = {"copy_share": 0.0}
+# and before the periodic continuation a draft stopped at the end of the stream
+LEGACY_FIELDS = {"copy_share": 0.0, "periodic": False}
 
 
 def recorded_config(run):

@@ -55,15 +55,25 @@ def agreement(candidate, tokens):
     return int(differ[0]) if differ.size else n
 
 
-class OccurrenceChooser:
-    """Forgetting-weighted scores of the two rules (``scores``, in ``RULES`` order), from each pass's outcome."""
+def periodic_continuation(index, end, k):
+    """The ``k`` tokens that follow end position ``end``, where the stream's last ``p = len(index) - 1 - end``
+    tokens repeat what followed ``end``: past the stream's end the continuation is its own first ``p`` tokens
+    again (token ``i`` of the draft is token ``i - p``), as an overlapping copy reads what it has just written."""
+    head = index.continuation(end, k).astype(np.int64)
+    return head if head.size >= k or head.size == 0 else np.resize(head, int(k))
 
-    def __init__(self, memory=0.6, margin=1.0):
+
+class OccurrenceChooser:
+    """Forgetting-weighted scores of the two rules (``scores``, in ``RULES`` order), from each pass's outcome.
+    With ``periodic``, each rule's continuation is scored as the policy would draft it
+    (``periodic_continuation``)."""
+
+    def __init__(self, memory=0.6, margin=1.0, periodic=False):
         if not 0 < memory <= 1:
             raise ValueError(f"memory must be in (0, 1], got {memory}")
         if not margin >= 0:
             raise ValueError(f"margin must be >= 0, got {margin}")
-        self.memory, self.margin = float(memory), float(margin)
+        self.memory, self.margin, self.periodic = float(memory), float(margin), bool(periodic)
         self.scores = np.zeros(len(RULES), dtype=np.float64)
 
     @property
@@ -78,5 +88,6 @@ class OccurrenceChooser:
         tokens = np.asarray(tokens, dtype=np.int64).ravel()
         if tokens.size == 0:
             return
-        gained = [agreement(index.continuation(end, tokens.size).astype(np.int64), tokens) for end in ends]
+        read = periodic_continuation if self.periodic else (lambda i, e, k: i.continuation(e, k).astype(np.int64))
+        gained = [agreement(read(index, end, tokens.size), tokens) for end in ends]
         self.scores = self.scores * self.memory + np.asarray(gained, dtype=np.float64)

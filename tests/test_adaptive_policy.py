@@ -72,6 +72,39 @@ def test_drafts_long_when_everything_is_accepted():
     assert max(ks) == 64 and ks[-3] >= 32  # grows to the cap while copying
 
 
+def test_periodic_text_is_drafted_past_the_end_of_the_stream():
+    """A 16-token cycle: the latest occurrence of the match lies one period back, so only 16 tokens follow it
+    in the stream. With ``periodic`` the draft goes on with the cycle (as long as the cost pays), and every
+    token of it is right; without it, drafts stop at 16 until the learned occurrence turns to the earliest
+    one, and the cycle costs twice the passes."""
+    cycle = list(range(200, 216))
+    truth = list(range(10, 40)) + cycle * 12
+    flat = CostCurve((0, 1, 16, 32, 64), (1.0, 1.01, 1.05, 1.1, 1.2))  # long drafts pay once they are trusted
+    proposer = AdaptiveProposer(cost=flat)
+    periodic = drive(proposer, truth, prompt_len=30 + 16)
+    stopped = drive(AdaptiveProposer(AdaptiveConfig(periodic=False), cost=flat), truth, prompt_len=30 + 16)
+    assert periodic[0] == 64 and stopped[:4] == [16] * 4
+    assert 2 * len(periodic) <= len(stopped)
+    proposer.reset(np.asarray(truth[:30 + 16 * 3 + 5]))
+    draft = proposer.propose(100)
+    assert 0 < draft.size and list(draft) == truth[30 + 16 * 3 + 5:][: draft.size]
+
+
+def test_periodic_continuation_matches_an_overlapping_copy():
+    from draftless.index import SuffixIndex
+    from draftless.lookup.occurrence import periodic_continuation
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        stream = rng.integers(0, 4, int(rng.integers(2, 30)))
+        index = SuffixIndex(stream)
+        end, k = int(rng.integers(0, stream.size - 1)), int(rng.integers(0, 70))
+        out = list(stream)  # plain-Python reference: copy token after token, reading what was just written
+        for i in range(k):
+            out.append(out[end + 1 + i])
+        assert list(periodic_continuation(index, end, k)) == out[stream.size:]
+
+
 def test_never_drafts_an_excluded_length():
     # lengths whose verification is not exact on the device (integration.pass_check): the next best is taken
     assert best_draft_length(constant(0.995, 64), FLAT.at, excluded=(64,)) == 63
@@ -131,7 +164,7 @@ def test_acceptance_model_learns_and_forgets():
     ({"max_draft": 0}, ValueError), ({"min_match": 1.5}, TypeError), ({"occurrence": "nearest"}, ValueError),
     ({"prior_strength": 0}, ValueError), ({"forgetting": 1.5}, ValueError), ({"prior": (0.5,) * 3}, ValueError),
     ({"prior": (1.0,) * 12}, ValueError), ({"copy_length": 0}, ValueError), ({"copy_share": 1.5}, ValueError),
-    ({"copy_memory": 0.0}, ValueError),
+    ({"copy_memory": 0.0}, ValueError), ({"periodic": 1}, TypeError), ({"periodic": "yes"}, TypeError),
 ])
 def test_config_is_validated(kwargs, error):
     with pytest.raises(error, match=next(iter(kwargs))):
