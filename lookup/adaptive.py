@@ -107,6 +107,7 @@ class AdaptiveConfig:
             raise ValueError(f"occurrence_margin must be >= 0, got {self.occurrence_margin}")
         if not isinstance(self.periodic, (bool, np.bool_)):
             raise TypeError(f"periodic must be a bool, got {type(self.periodic).__name__}")
+        object.__setattr__(self, "periodic", bool(self.periodic))  # numpy's bool too, but stored as JSON's
         if not 0 <= self.copy_share <= 1:
             raise ValueError(f"copy_share must be in [0, 1], got {self.copy_share}")
         prior = tuple(float(x) for x in self.prior)

@@ -169,6 +169,7 @@ def test_acceptance_model_learns_and_forgets():
 def test_config_is_validated(kwargs, error):
     with pytest.raises(error, match=next(iter(kwargs))):
         AdaptiveConfig(**kwargs)
+    assert type(AdaptiveConfig(periodic=np.False_).periodic) is bool  # recorded in a run's JSON as is
 
 
 def test_cost_curve_is_validated_and_interpolates():
