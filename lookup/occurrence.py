@@ -55,12 +55,13 @@ def agreement(candidate, tokens):
     return int(differ[0]) if differ.size else n
 
 
-def periodic_continuation(index, end, k):
-    """The ``k`` tokens that follow end position ``end``, where the stream's last ``p = len(index) - 1 - end``
-    tokens repeat what followed ``end``: past the stream's end the continuation is its own first ``p`` tokens
-    again (token ``i`` of the draft is token ``i - p``), as an overlapping copy reads what it has just written."""
+def periodic_continuation(index, end, k, periodic=True):
+    """The ``k`` tokens that follow end position ``end`` (int64). The stream's last ``p = len(index) - 1 - end``
+    tokens repeat what followed ``end``; with ``periodic``, past the stream's end the continuation is its own
+    first ``p`` tokens again (token ``i`` is token ``i - p``, as an overlapping copy reads what it has just
+    written), and without it the continuation stops there, at ``p`` tokens."""
     head = index.continuation(end, k).astype(np.int64)
-    return head if head.size >= k or head.size == 0 else np.resize(head, int(k))
+    return np.resize(head, int(k)) if periodic and 0 < head.size < k else head
 
 
 class OccurrenceChooser:
@@ -88,6 +89,5 @@ class OccurrenceChooser:
         tokens = np.asarray(tokens, dtype=np.int64).ravel()
         if tokens.size == 0:
             return
-        read = periodic_continuation if self.periodic else (lambda i, e, k: i.continuation(e, k).astype(np.int64))
-        gained = [agreement(read(index, end, tokens.size), tokens) for end in ends]
+        gained = [agreement(periodic_continuation(index, end, tokens.size, self.periodic), tokens) for end in ends]
         self.scores = self.scores * self.memory + np.asarray(gained, dtype=np.float64)
