@@ -369,3 +369,47 @@ def test_hf_pld_planned_is_prompt_lookup_on_the_planned_layers(monkeypatch):
     planned, _ = methods.METHODS["hf_pld_planned"](model, None, inputs, 12, None, None, {})
     assert torch.equal(plain, planned) and seen  # the same tokens, computed through the plans
     assert not any("forward" in m.__dict__ for m in model.modules())
+
+
+def test_policy_gap_checks_calibration_and_hindsight_lengths(tmp_path, capsys):
+    import numpy as np
+
+    from benchmarks.policy_gap import HindsightStart, main as gap_main
+    from benchmarks.replay import main as replay_main, replay_one
+    from draftless.lookup.cost_model import CostCurve
+
+    curve = CostCurve((0, 1, 16, 32, 64), (1.0, 1.01, 1.3, 1.6, 2.2))  # (1 + k) / c(k) rises with k: draft all
+    prompt = list(range(10, 60)) + [10]
+    tokens = prompt + list(range(11, 40)) + [3, 4, 5, 6]  # a 29-token copy, then new text
+    # hindsight on the first pass drafts exactly the tokens the truth accepts from the policy's occurrence
+    proposer = HindsightStart(tokens, 1, curve, cost=curve)
+    passes, accepted, drafted, _ = replay_one(proposer, tokens, len(prompt))
+    assert drafted[0] == accepted[0] == 28 and proposer.chosen[0][1] == 28  # the bonus token is the 29th
+    assert sum(accepted) + passes == len(tokens) - len(prompt) - 1
+    with_zero = HindsightStart(tokens, 1, curve, cost=curve, excluded=(28,))  # a length the device got wrong
+    assert replay_one(with_zero, tokens, len(prompt))[2][0] < 28
+
+    run = {"outputs": [{"suite": "code_edit", "prompt_id": "p", "prompt_len": len(prompt), "tokens": tokens},
+                       {"suite": "qa", "prompt_id": "q", "prompt_len": 3, "tokens": [1, 2, 3, 4, 5, 6]}],
+           "cost_curve": {"ks": list(curve.ks), "seconds": list(curve.seconds)}}
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(run))
+    table, speed = gap_main([str(path), "--first", "1,2", "--json", str(tmp_path / "gap.json")])
+    # the calibration rows count every draft the policy made, and their realised tokens are replay's accepted
+    replayed = {(r["config"], r["suite"]): r for r in replay_main([str(path)])}
+    code = replayed[("draftless", "code_edit")]
+    _, accepted, drafted, _ = replay_one(AdaptiveProposer(cost=curve), tokens, len(prompt))
+    assert sum(n for n, _, _ in table["code_edit"].values()) == sum(d > 0 for d in drafted) >= 1
+    assert sum(r for _, _, r in table["code_edit"].values()) == sum(accepted)
+    assert all(e > 0 for _, e, _ in table["all"].values())
+    assert "qa" not in table  # nothing repeats there: no draft
+    assert speed["draftless"]["code_edit"] == code["est_speedup"]
+    hindsight = speed["hindsight length, first 2 passes"]["code_edit"]
+    assert speed["draftless"]["code_edit"] <= hindsight <= speed["ceiling_any"]["code_edit"]
+    assert speed["draftless"]["qa"] == speed["ceiling_any"]["qa"] == 1.0
+    written = json.loads((tmp_path / "gap.json").read_text())
+    assert written["calibration"] and written["speedup"]["ceiling_recent"]["code_edit"] > 1
+    assert "| code_edit | copying" in capsys.readouterr().out
+    for bad in (["--first", "0"], ["--first", "x"], ["--suite", "nope"]):
+        with pytest.raises(SystemExit):
+            gap_main([str(path)] + bad)

@@ -1,0 +1,177 @@
+"""Where the adaptive policy falls short of the hindsight ceiling, and whether its acceptance model is to blame.
+
+    python -m benchmarks.policy_gap RUN.json [--suite code_edit] [--first 1,3] [--cost run|cpu|near_flat] [--json PATH]
+
+Replays the outputs of a run recorded by ``benchmarks.run`` through the library's default policy (model-free, as
+``benchmarks.replay`` does, under the run's cost curve) and reports per suite:
+
+- **Calibration**: per kind of draft (the output copying or writing, the match shorter than ``copy_length`` or
+  not, a draft of up to 8 tokens or longer), how many drafts the policy made, the accepted tokens its acceptance
+  model expected at the length it chose, and the accepted tokens realised. Expected well below realised means
+  the policy drafts too short for the text; above, too long.
+- **Hindsight**: the modelled speedup of the policy, of the policy given the best length in hindsight on each
+  request's first N passes (``--first``: the same occurrence and bookkeeping, only the length told by the
+  truth, as ``benchmarks.lookup_ceiling`` chooses it), and of the ceilings ``ceiling_recent`` and
+  ``ceiling_any`` (hindsight length on every pass, and also hindsight occurrence). The gap between the policy
+  and a calibrated model's hindsight figures is information the index does not hold, not a fault of the policy.
+"""
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+
+import numpy as np
+
+from draftless.lookup.adaptive import AdaptiveConfig, AdaptiveProposer
+from draftless.lookup.occurrence import agreement, periodic_continuation, source_end
+
+from .lookup_ceiling import LookupCeilingProposer
+from .replay import parse_run_arguments, replay, replay_one
+
+
+def draft_kind(copying, match_length, k, copy_length):
+    """The calibration table's row for a draft: regime, match length class, draft length class."""
+    return ("copying" if copying else "writing", "short match" if match_length < copy_length else "long match",
+            "k <= 8" if k <= 8 else "k > 8")
+
+
+class CalibrationProbe(AdaptiveProposer):
+    """The adaptive policy, recording per draft its kind, the accepted tokens it expected and those realised."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.records = []  # (kind, expected, realised)
+        self._expected = None
+
+    def propose(self, max_tokens):
+        draft = super().propose(max_tokens)
+        self._expected = None
+        if self._pending is not None:
+            length, from_prompt, copying, _ = self._pending
+            expected = self.acceptance.expected(length, from_prompt, draft.size, copying)[draft.size]
+            self._expected = (draft_kind(copying, length, draft.size, self.config.copy_length), float(expected))
+        return draft
+
+    def update(self, tokens):
+        if self._expected is not None:
+            tokens = np.asarray(tokens, dtype=np.int64).ravel()
+            kind, expected = self._expected
+            self.records.append((kind, expected, agreement(self._pending[3], tokens[:-1])))
+            self._expected = None
+        super().update(tokens)
+
+
+class HindsightStart(AdaptiveProposer):
+    """The adaptive policy, except that on each request's first ``first`` passes the draft length is the one that
+    pays best given how many tokens of the policy's own continuation the truth accepts (a plain step included)."""
+
+    def __init__(self, truth, first, curve, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.truth = np.asarray(truth, dtype=np.int64)
+        self.first = int(first)
+        self.curve = curve  # the CostCurve the hindsight length is chosen under
+
+    def reset(self, tokens):
+        super().reset(tokens)
+        self.passes = 0
+
+    def propose(self, max_tokens):
+        draft = super().propose(max_tokens)
+        self.passes += 1
+        match = self.index.longest_match()
+        k_cap = min(int(max_tokens), self.config.max_draft)
+        if self.passes > self.first or match.length < self.config.min_match or k_cap <= 0:
+            return draft
+        if self._ends is not None:  # "learned": the rule the policy drafted from
+            end = self._ends[self.occurrences.choice]
+        else:
+            end = source_end(self.index, match, self.config.occurrence)
+        longest = periodic_continuation(self.index, end, k_cap, self.config.periodic)
+        pos = len(self.index)
+        right = agreement(longest, self.truth[pos: pos + longest.size])
+        ks = np.arange(right + 1)
+        value = (1.0 + ks) / np.asarray(self.curve.at(ks), dtype=np.float64)
+        value[[k for k in self.excluded if k <= right]] = -np.inf
+        k = int(np.argmax(value))
+        self.chosen[-1] = (pos, k)
+        self._pending = (match.length, end < self.prompt_len, self.regime.copying, longest[:k]) if k else None
+        return longest[:k]
+
+
+def calibration(outputs, make):
+    """``{suite: {kind: [drafts, expected accepted, realised accepted]}}`` (sums), ``"all"`` included."""
+    table = defaultdict(lambda: defaultdict(lambda: [0, 0.0, 0]))
+    for rec in outputs:
+        probe = make()
+        replay_one(probe, rec["tokens"], rec["prompt_len"])
+        for kind, expected, realised in probe.records:
+            for suite in (rec["suite"], "all"):
+                row = table[suite][kind]
+                row[0] += 1
+                row[1] += expected
+                row[2] += realised
+    return table
+
+
+def gap(data, cost, firsts=(1, 3)):
+    """``(calibration table, {config: {suite: modelled speedup}})`` for one recorded run."""
+    config = AdaptiveConfig()  # the library's policy, as replay's "draftless" row
+    excluded = tuple(data.get("inexact_drafts", ()))
+    table = calibration(data["outputs"], lambda: CalibrationProbe(config, cost=cost, excluded=excluded))
+    configs = {"draftless": lambda truth: AdaptiveProposer(config, cost=cost, excluded=excluded)}
+    for n in firsts:
+        configs[f"hindsight length, first {n} passes"] = (
+            lambda truth, n=n: HindsightStart(truth, n, cost, config, cost=cost, excluded=excluded))
+    configs["ceiling_recent"] = lambda truth: LookupCeilingProposer(truth, cost, "recent")
+    configs["ceiling_any"] = lambda truth: LookupCeilingProposer(truth, cost, "any")
+    speed = defaultdict(dict)
+    for row in replay(data["outputs"], configs, cost):
+        speed[row["config"]][row["suite"]] = row["est_speedup"]
+    return table, dict(speed)
+
+
+def markdown(table, speed, suites):
+    lines = ["Calibration: drafts, and accepted tokens per draft expected by the acceptance model at the chosen "
+             "length / realised.", "", "| suite | kind of draft | drafts | expected | realised |", "|---|---|---|---|---|"]
+    for suite in suites:
+        for kind, (n, expected, realised) in sorted(table.get(suite, {}).items()):
+            lines.append(f"| {suite} | {', '.join(kind)} | {n} | {expected / n:.2f} | {realised / n:.2f} |")
+    lines += ["", "Modelled speedup over plain decoding.", "", "| config | " + " | ".join(suites) + " |",
+              "|---|" + "---|" * len(suites)]
+    for name, by_suite in speed.items():
+        lines.append(f"| {name} | " + " | ".join(f"{by_suite[s]:.2f}x" if s in by_suite else "-" for s in suites)
+                     + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.policy_gap", description=__doc__.splitlines()[0])
+    parser.add_argument("--suite", help="comma-separated suites to report (default: every suite and all)")
+    parser.add_argument("--first", default="1,3", help="comma-separated pass counts given the hindsight length")
+    args, data, cost = parse_run_arguments(parser, argv)
+    try:
+        firsts = tuple(int(x) for x in args.first.split(","))
+    except ValueError:
+        parser.error(f"--first must be comma-separated integers, got {args.first!r}")
+    if not firsts or any(n < 1 for n in firsts):
+        parser.error(f"--first must hold pass counts >= 1, got {args.first!r}")
+    recorded = sorted({rec["suite"] for rec in data["outputs"]}) + ["all"]
+    suites = recorded if args.suite is None else [s.strip() for s in args.suite.split(",") if s.strip()]
+    unknown = sorted(set(suites) - set(recorded))
+    if unknown or not suites:
+        parser.error(f"--suite must name suites of the run ({', '.join(recorded)}), got {args.suite!r}")
+    table, speed = gap(data, cost, firsts)
+    sys.stdout.write(markdown(table, speed, suites))
+    if args.json:
+        args.json.write_text(json.dumps({
+            "source": str(args.run_json),
+            "calibration": [{"suite": s, "kind": list(k), "drafts": n, "expected": e / n, "realised": r / n}
+                            for s in suites for k, (n, e, r) in sorted(table.get(s, {}).items())],
+            "speedup": {name: {s: v for s, v in by.items() if s in suites} for name, by in speed.items()},
+        }, indent=1))
+    return table, speed
+
+
+if __name__ == "__main__":
+    main()
