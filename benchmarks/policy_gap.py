@@ -24,7 +24,7 @@ from collections import defaultdict
 import numpy as np
 
 from draftless.lookup.adaptive import AdaptiveConfig, AdaptiveProposer
-from draftless.lookup.occurrence import agreement, periodic_continuation, source_end
+from draftless.lookup.occurrence import agreement, periodic_continuation
 
 from .lookup_ceiling import LookupCeilingProposer
 from .replay import parse_run_arguments, replay, replay_one
@@ -83,10 +83,7 @@ class HindsightStart(AdaptiveProposer):
         k_cap = min(int(max_tokens), self.config.max_draft)
         if self.passes > self.first or match.length < self.config.min_match or k_cap <= 0:
             return draft
-        if self._ends is not None:  # "learned": the rule the policy drafted from
-            end = self._ends[self.occurrences.choice]
-        else:
-            end = source_end(self.index, match, self.config.occurrence)
+        end = self.source_end(match)  # the occurrence the policy drafted from
         longest = periodic_continuation(self.index, end, k_cap, self.config.periodic)
         pos = len(self.index)
         right = agreement(longest, self.truth[pos: pos + longest.size])

@@ -163,11 +163,7 @@ class AdaptiveProposer:
         if match.length < self.config.min_match or k_cap <= 0:
             self.chosen.append((len(self.index), 0))
             return EMPTY
-        if self.config.occurrence == "learned":
-            self._ends = rule_ends(self.index, match)
-            end = self._ends[self.occurrences.choice]
-        else:
-            end = source_end(self.index, match, self.config.occurrence)
+        end = self.source_end(match)
         from_prompt = end < self.prompt_len
         copying = self.regime.copying
         available = len(self.index) - 1 - end  # >= 1: the match's own end is the stream's, never drafted from
@@ -177,9 +173,18 @@ class AdaptiveProposer:
         self.chosen.append((len(self.index), k))
         if k == 0:
             return EMPTY
-        draft = periodic_continuation(self.index, end, k)
+        draft = periodic_continuation(self.index, end, k, self.config.periodic)
         self._pending = (match.length, from_prompt, copying, draft)
         return draft
+
+    def source_end(self, match):
+        """The end of the earlier occurrence of ``match`` (the index's longest match, at least ``min_match``
+        long) whose continuation is drafted, by the configured ``occurrence`` rule; "learned" also keeps both
+        rules' ends, for ``update`` to score them against the target's tokens."""
+        if self.config.occurrence == "learned":
+            self._ends = rule_ends(self.index, match)
+            return self._ends[self.occurrences.choice]
+        return source_end(self.index, match, self.config.occurrence)
 
     def update(self, tokens):
         tokens = np.asarray(tokens, dtype=np.int64).ravel()
