@@ -41,11 +41,44 @@ class GenerationPlan:
     do_sample: bool
     cache: object  # a caller's Cache or None
     cache_arg: str  # the model's forward keyword for the cache
+    position_limit: int | None = None  # learned absolute positions (gpt2's n_positions): no pass reaches past them
 
 
 def _cache_keyword(model):
     params = inspect.signature(model.forward).parameters
     return "cache" if "cache" in params else "past_key_values"
+
+
+def learned_position_limit(model):
+    """How many positions the model's learned absolute position table holds (gpt2's ``wpe``, OPT's
+    ``embed_positions`` less its offset), or None where positions are computed (rotary, ALiBi) and any is
+    defined."""
+    inputs = model.get_input_embeddings()
+    for name, module in model.named_modules():
+        leaf = name.rsplit(".", 1)[-1]
+        if (isinstance(module, torch.nn.Embedding) and module is not inputs
+                and leaf in ("wpe", "embed_positions", "position_embeddings")):
+            return module.num_embeddings - int(getattr(module, "offset", 0))
+    return None
+
+
+def _check_token_ids(model, input_ids):
+    """Refuse ids the input embedding has no row for, before they reach it (an IndexError deep in the model
+    for ``generate``)."""
+    rows = model.get_input_embeddings().num_embeddings
+    bad = input_ids[(input_ids < 0) | (input_ids >= rows)]
+    if bad.numel():
+        raise ValueError(f"input_ids holds token id {int(bad[0])} outside the model's vocabulary of {rows} "
+                         f"embeddings")
+
+
+def check_positions(plan, length):
+    """Refuse to go on once the next pass would feed a position the learned table lacks (``generate`` fails
+    there with an IndexError deep in the model)."""
+    if plan.position_limit is not None and length > plan.position_limit:
+        raise ValueError(f"a {length}-token sequence passes the model's {plan.position_limit} learned positions "
+                         f"before generation ended: lower max_new_tokens (or max_length) so that the prompt's "
+                         f"{plan.input_ids.shape[1]} tokens and the new ones fit in {plan.position_limit}")
 
 
 def plan_generation(model, input_ids, attention_mask, generation_config, logits_processor, stopping_criteria,
@@ -60,6 +93,7 @@ def plan_generation(model, input_ids, attention_mask, generation_config, logits_
         raise UnsupportedGeneration(f"input_ids has batch size {input_ids.shape[0]}; draftless generates one sequence at a "
                          "time for now (call it per prompt)")
     input_ids = input_ids.to(model.device, torch.long)
+    _check_token_ids(model, input_ids)
     tokenizer = kwargs.pop("tokenizer", None)
     cache = kwargs.pop("cache", None)
     if cache is None:
@@ -114,4 +148,5 @@ def plan_generation(model, input_ids, attention_mask, generation_config, logits_
         stop_strings=StopStringMatcher(stop_strings, tokenizer) if stop_strings else None,
         streamer=streamer, return_dict=bool(config.return_dict_in_generate),
         output_scores=bool(config.output_scores), output_logits=bool(config.output_logits),
-        do_sample=bool(config.do_sample), cache=cache, cache_arg=_cache_keyword(model))
+        do_sample=bool(config.do_sample), cache=cache, cache_arg=_cache_keyword(model),
+        position_limit=learned_position_limit(model))

@@ -26,7 +26,7 @@ from .attention import grouped_query_sdpa
 from .calibration import cached_cost_curve, cached_inexact_drafts, cached_linear_plans, checks_pass_lengths
 from .linear_plan import planned_linears
 from .pass_check import MAX_DRAFT, exact_length
-from .generation_plan import plan_generation
+from .generation_plan import check_positions, plan_generation
 from .stats import StatsRecorder
 from .verifier import Verifier
 
@@ -95,6 +95,7 @@ class SpeculativeGenerator:
         if plan.streamer is not None:
             plan.streamer.put(ids.cpu())
 
+        check_positions(plan, prompt_len)
         t0 = time.perf_counter()
         logits = verifier.prefill(ids)
         _, tokens, chosen = accept(logits, ids.new_empty(0), ids, plan.processors)
@@ -105,7 +106,10 @@ class SpeculativeGenerator:
         # each linear layer's product in its fastest form; grouped key/value heads attended as they are
         with planned_linears(self.model, self.linear_plans), grouped_query_sdpa(self.model):
             while not done:
+                check_positions(plan, ids.shape[1])  # the pass feeds the last token, at position len - 1
                 budget = plan.max_length - ids.shape[1]  # tokens still allowed; one is always the bonus
+                if plan.position_limit is not None:  # and a draft no position past the learned ones
+                    budget = min(budget, plan.position_limit - ids.shape[1] + 1)
                 t0 = time.perf_counter()
                 draft_np = np.asarray(self.proposer.propose(budget - 1), dtype=np.int64)[: budget - 1]
                 if self.checked_drafts is not None:  # cut to the longest length checked exact

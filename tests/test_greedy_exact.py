@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from transformers import StaticCache
+from transformers import StaticCache, StoppingCriteria, StoppingCriteriaList
 from transformers.generation.utils import GenerateDecoderOnlyOutput
 
 from draftless.integration import SpeculativeGenerator, generate
@@ -261,3 +261,41 @@ def test_batch_and_bad_input_ids_raise_clearly():
         generate(model, [[1, 2, 3]], max_new_tokens=5)
     with pytest.raises(ValueError, match="input_ids is required"):
         generate(model, max_new_tokens=5)
+
+
+def test_token_ids_outside_the_vocabulary_are_refused():
+    model = tiny_model("llama")
+    ids = repetitive_prompt(10)
+    for bad in (VOCAB, -1):
+        ids_bad = ids.clone()
+        ids_bad[0, 3] = bad
+        with pytest.raises(ValueError, match=f"input_ids holds token id {bad} .* {VOCAB}"):
+            generate(model, ids_bad, max_new_tokens=5)
+
+
+class _StopAtLength(StoppingCriteria):
+    def __init__(self, length):
+        self.length = length
+
+    def __call__(self, input_ids, scores, **kwargs):
+        return torch.full((input_ids.shape[0],), input_ids.shape[1] >= self.length, dtype=torch.bool)
+
+
+def test_drafts_stay_within_learned_positions():
+    """gpt2 has 512 learned positions: a run that stops before them is served as generate serves it, though
+    its budget would let a draft reach past them; one that must pass them is refused by name."""
+    model = tiny_model("gpt2")  # n_positions 512
+    ids = repetitive_prompt(498)
+    stop = StoppingCriteriaList([_StopAtLength(510)])
+    ref = vanilla(model, ids, max_new_tokens=40, eos_token_id=None, stopping_criteria=stop)
+    assert ref.shape[1] == 510
+    gen = SpeculativeGenerator(model, proposer=OracleProposer(ref[0].tolist() + [2] * 40))
+    out = gen.generate(ids, max_new_tokens=40, eos_token_id=None, stopping_criteria=stop)
+    assert torch.equal(out, ref)
+    assert max(k for k, _ in gen.last_stats.draft_trace) > 0
+    with pytest.raises(ValueError, match="512 learned positions.*max_new_tokens"):
+        generate(model, ids, max_new_tokens=40, eos_token_id=None)
+    with pytest.raises(ValueError, match="512 learned positions"):
+        generate(model, repetitive_prompt(513), max_new_tokens=4, eos_token_id=None)
+    assert torch.equal(generate(model, ids, max_new_tokens=14, eos_token_id=None),  # ends at position 511
+                       vanilla(model, ids, max_new_tokens=14, eos_token_id=None))
