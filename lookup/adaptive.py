@@ -15,12 +15,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from draftless.index import SuffixIndex
-from draftless.index.validation import check_positive_int
+from draftless.index.validation import as_token_array, check_positive_int
 
 from .acceptance_model import DEFAULT_PRIOR, LENGTH_EDGES, AcceptanceModel
 from .copy_regime import CopyRegime
 from .cost_model import CostCurve, OnlineCost
 from .occurrence import OccurrenceChooser, agreement, periodic_continuation, rule_ends, source_end
+from .proposer import draft_budget
 
 EMPTY = np.empty(0, dtype=np.int64)
 OCCURRENCES = ("frequent", "recent", "first", "learned")
@@ -159,7 +160,7 @@ class AdaptiveProposer:
     def propose(self, max_tokens):
         self._pending = self._ends = None
         match = self.index.longest_match()
-        k_cap = min(int(max_tokens), self.config.max_draft)
+        k_cap = min(draft_budget(max_tokens), self.config.max_draft)
         if match.length < self.config.min_match or k_cap <= 0:
             self.chosen.append((len(self.index), 0))
             return EMPTY
@@ -187,7 +188,7 @@ class AdaptiveProposer:
         return source_end(self.index, match, self.config.occurrence)
 
     def update(self, tokens):
-        tokens = np.asarray(tokens, dtype=np.int64).ravel()
+        tokens = as_token_array(tokens, self.index.vocab_size).astype(np.int64)  # checked before any state moves
         if self._pending is not None:
             length, from_prompt, copying, draft = self._pending
             accepted = agreement(draft, tokens[:-1])  # the last token is the target's own

@@ -58,6 +58,13 @@ class OnlineCost:
         self.scale = 1.0
 
     def observe(self, k, seconds):
+        """One pass over ``1 + k`` tokens took ``seconds`` (0, a clock too coarse to see it, is ignored)."""
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
+            raise ValueError(f"k must be a draft length >= 0, got {k!r}")
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float, np.integer, np.floating)):
+            raise TypeError(f"seconds must be a number, got {type(seconds).__name__}")
+        if not (np.isfinite(seconds) and seconds >= 0):
+            raise ValueError(f"seconds must be finite and >= 0, got {seconds}")
         if seconds > 0:
             ratio = seconds / self.curve.at(k)
             self.scale += self.weight * (ratio - self.scale)

@@ -22,6 +22,7 @@ import numpy as np
 
 from draftless.index import SuffixIndex
 
+from .proposer import draft_budget
 from .stream_buffer import StreamBuffer
 
 EMPTY = np.empty(0, dtype=np.int64)
@@ -63,7 +64,7 @@ class _RescanRule:
         self.buffer.extend(tokens)
 
     def propose(self, max_tokens):
-        k = min(int(max_tokens), self.num_tokens)
+        k = min(draft_budget(max_tokens), self.num_tokens)
         if k <= 0:
             return EMPTY
         tokens = self.buffer.tokens
@@ -108,7 +109,7 @@ class SuffixDecodingRule:
         self.index.extend(tokens)
 
     def propose(self, max_tokens):
-        cap = min(int(max_tokens), self.max_spec_tokens)
+        cap = min(draft_budget(max_tokens), self.max_spec_tokens)
         best, best_score = EMPTY, 0.0
         if cap <= 0:
             return best

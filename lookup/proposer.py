@@ -10,10 +10,16 @@ from typing import Protocol
 import numpy as np
 
 from draftless.index import SuffixIndex
+from draftless.index.validation import check_positive_int
 
 from .config import DraftConfig
 
 EMPTY = np.empty(0, dtype=np.int64)
+
+
+def draft_budget(max_tokens):
+    """``propose``'s ``max_tokens`` checked: a non-negative int (0: no draft)."""
+    return check_positive_int(max_tokens, "max_tokens", minimum=0)
 
 
 class Proposer(Protocol):
@@ -37,6 +43,7 @@ class NullProposer:
         pass
 
     def propose(self, max_tokens):
+        draft_budget(max_tokens)
         return EMPTY
 
 
@@ -63,7 +70,7 @@ class SuffixProposer:
         self.index.extend(tokens)
 
     def propose(self, max_tokens):
-        k = min(int(max_tokens), self.config.max_draft)
+        k = min(draft_budget(max_tokens), self.config.max_draft)
         match = self.index.longest_match()
         if k <= 0 or match.length < self.config.min_match:
             return EMPTY

@@ -5,7 +5,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from draftless.lookup import DraftConfig, NgramRule, NullProposer, PromptLookupRule, SuffixDecodingRule, SuffixProposer
+from draftless.lookup import (
+    AdaptiveProposer, DraftConfig, NgramRule, NullProposer, PromptLookupRule, SuffixDecodingRule, SuffixProposer,
+)
 from draftless.lookup.peer_rules import oldest_continuation
 
 import naive
@@ -120,3 +122,31 @@ def test_suffix_decoding_rule_drafts_no_longer_than_its_match():
         SuffixDecodingRule(max_depth=1)
     with pytest.raises(ValueError, match="min_token_prob"):
         SuffixDecodingRule(min_token_prob=1.5)
+
+
+@pytest.mark.parametrize("make", [NullProposer, SuffixProposer, AdaptiveProposer, PromptLookupRule, NgramRule,
+                                  SuffixDecodingRule])
+def test_every_proposer_refuses_a_bad_budget(make):
+    p = make()
+    p.reset(np.array([1, 2, 3, 1, 2]))
+    for bad, error in ((-1, ValueError), (2.5, TypeError), ("3", TypeError), (True, TypeError)):
+        with pytest.raises(error, match="max_tokens"):
+            p.propose(bad)
+    assert p.propose(np.int64(0)).size == 0
+
+
+def test_adaptive_proposer_refuses_bad_updates_and_pass_times_before_learning():
+    p = AdaptiveProposer()
+    p.reset(np.array([1, 2, 3, 1, 2]))
+    p.propose(4)
+    for bad, error in ((np.array([1.5]), TypeError), (np.array([-3]), ValueError), ([[1, 2]], ValueError)):
+        with pytest.raises(error, match="tokens"):
+            p.update(bad)
+    assert len(p.index) == 5 and p._pending is not None  # nothing learned from the refused updates
+    for k, seconds, error in ((-1, 0.1, ValueError), (2, float("nan"), ValueError), (2, float("inf"), ValueError),
+                              (2, -0.1, ValueError), (2, "0.1", TypeError)):
+        with pytest.raises(error):
+            p.record_pass(k, seconds)
+    assert p.cost.scale == 1.0
+    p.record_pass(2, 0.0)  # a clock too coarse to see the pass: ignored
+    assert p.cost.scale == 1.0
