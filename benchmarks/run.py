@@ -30,7 +30,7 @@ from tqdm import tqdm
 
 from draftless.integration import SpeculativeGenerator, load_model
 from draftless.integration.calibration import cached_cost_curve, cached_inexact_drafts
-from draftless.integration.models import DTYPES, device_name
+from draftless.integration.models import DTYPES, check_device_available, device_name, resolve
 from draftless.lookup import AdaptiveConfig
 
 from . import report
@@ -190,6 +190,15 @@ def main(argv=None):
         parser.error("--max-new-tokens must be >= 1")
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")
+    for option in ("json", "markdown", "plot"):  # written after the runs: an hour's results lost to a typo
+        path = getattr(args, option)
+        if path is not None and not path.parent.is_dir():
+            parser.error(f"--{option}: no directory {str(path.parent)!r} to write {path.name!r} in")
+    try:  # a model or device that is not there, before anything is loaded
+        resolve(args.model)
+        check_device_available(args.device)
+    except ValueError as err:
+        parser.error(str(err))
     save = (lambda partial: args.json.write_text(json.dumps(partial, indent=1))) if args.json else None
     result = run(args.model, args.suite, args.methods, args.limit, args.max_new_tokens,
                  temperature=args.temperature, top_p=args.top_p, checkpoint=save, repeats=args.repeats,

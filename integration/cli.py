@@ -17,14 +17,26 @@ from pathlib import Path
 from .models import DTYPES, device_name
 
 
-def _generate(args):
+def _load(args, parser):
+    """``load_model`` for the command's options; a model or device that is not there is a usage error."""
+    from .models import load_model
+
+    try:
+        return load_model(args.model, dtype=args.dtype, device=args.device)
+    except ValueError as err:
+        parser.error(str(err))
+
+
+def _generate(args, parser):
     from transformers import TextStreamer
 
-    from .models import load_model
     from .speculative import SpeculativeGenerator
 
-    prompt = sys.stdin.read() if args.prompt_file == "-" else Path(args.prompt_file).read_text()
-    model, tokenizer = load_model(args.model, dtype=args.dtype, device=args.device)
+    try:
+        prompt = sys.stdin.read() if args.prompt_file == "-" else Path(args.prompt_file).read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        parser.error(f"--prompt-file: {err}")
+    model, tokenizer = _load(args, parser)
     if args.chat:
         if tokenizer.chat_template is None:
             raise SystemExit(f"--chat: {args.model} has no chat template")
@@ -43,11 +55,10 @@ def _generate(args):
               file=sys.stderr)
 
 
-def _calibrate(args):
+def _calibrate(args, parser):
     from .calibration import recalibrate
-    from .models import load_model
 
-    model, _ = load_model(args.model, dtype=args.dtype, device=args.device)
+    model, _ = _load(args, parser)
     curve, _, inexact = recalibrate(model)
     print(f"{args.model} on {model.device} ({model.dtype}): c(k), ms")
     for k, seconds in zip(curve.ks, curve.seconds):
@@ -80,11 +91,11 @@ def main(argv=None):
     gen.add_argument("--stats", action="store_true", help="print the run's statistics at the end (stderr)")
     args = parser.parse_args(argv)
     if args.command == "calibrate":
-        _calibrate(args)
+        _calibrate(args, parser)
     elif args.command == "generate":
         if args.max_new_tokens < 1:
             parser.error("--max-new-tokens must be >= 1")
-        _generate(args)
+        _generate(args, parser)
 
 
 if __name__ == "__main__":

@@ -133,6 +133,17 @@ def device_name(text):
     return text
 
 
+def check_device_available(device):
+    """``ValueError`` unless this torch and machine can place a tensor on ``device`` (a CUDA device on a CPU
+    build, a GPU index past the last), checked before a model is loaded or converted for it."""
+    import torch
+
+    try:
+        torch.empty(1, device=device)
+    except (RuntimeError, AssertionError) as err:  # torch's CPU builds assert "not compiled with CUDA"
+        raise ValueError(f"device {device!r} is not available here: {err}") from None
+
+
 def load_model(name_or_path=DEFAULT_MODEL, *, dtype="float32", device="cpu"):
     """``(model, tokenizer)`` for ``"gemma-3-270m"``, ``"smollm2-135m-instruct"`` or a local directory, in
     ``dtype`` (one of ``DTYPES``) on ``device``."""
@@ -141,6 +152,7 @@ def load_model(name_or_path=DEFAULT_MODEL, *, dtype="float32", device="cpu"):
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     device_name(device)
+    check_device_available(device)
     path = resolve(name_or_path)
     model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, local_files_only=True)
     model.to(device).eval()

@@ -87,7 +87,7 @@ def test_trace_plot_of_the_default_policy(tiny_dir, tmp_path):
         trace_main(["--model", str(tiny_dir), "--prompt-id", "nope", "--plot", str(tmp_path / "x.png")])
 
 
-def test_bad_options_are_refused(tiny_dir):
+def test_bad_options_are_refused(tiny_dir, capsys):
     with pytest.raises(SystemExit):
         run_main(["--model", str(tiny_dir), "--suite", "poetry"])
     with pytest.raises(SystemExit):
@@ -100,6 +100,13 @@ def test_bad_options_are_refused(tiny_dir):
         run_main(["--model", str(tiny_dir), "--device", "abacus"])
     with pytest.raises(SystemExit):
         run_main(["--model", str(tiny_dir), "--dtype", "int8"])
+    for bad, word in ((["--model", str(tiny_dir.parent / "none")], "local transformers directory"),
+                      (["--model", str(tiny_dir), "--device", "cuda:99"], "not available"),
+                      (["--model", str(tiny_dir), "--json", str(tiny_dir / "no" / "run.json")], "--json"),
+                      (["--model", str(tiny_dir), "--plot", str(tiny_dir / "no" / "k.png")], "--plot")):
+        with pytest.raises(SystemExit) as exit_:
+            run_main(bad)
+        assert exit_.value.code == 2 and word in capsys.readouterr().err
     with pytest.raises(ValueError, match="repeats"):
         run_benchmark(str(tiny_dir), ["code_edit"], ["draftless"], 1, 4, progress=False, repeats=0)
 

@@ -130,6 +130,7 @@ def test_stats_convention_counts_the_bonus_token():
 
 
 @pytest.mark.parametrize("kwargs, word", [({"device": "abacus"}, "device"), ({"device": 3}, "device"),
+                                          ({"device": "cuda:99"}, "device .cuda:99. is not available"),
                                           ({"dtype": "int8"}, "dtype")])
 def test_load_model_refuses_a_bad_placement_before_loading(kwargs, word):
     from draftless.integration import load_model
@@ -154,6 +155,10 @@ def test_cli_generate_streams_and_reports(tmp_path, capsys):
     ref = model.generate(**ids, do_sample=False, max_new_tokens=12)
     assert tok.decode(ref[0, ids["input_ids"].shape[1]:]) in captured.out
     assert "verification passes" in captured.err and "mean accepted length" in captured.err
-    for bad in (["--device", "abacus"], ["--dtype", "int8"], ["--max-new-tokens", "0"]):
-        with pytest.raises(SystemExit):
+    capsys.readouterr()
+    for bad, word in ((["--device", "abacus"], "device"), (["--dtype", "int8"], "dtype"),
+                      (["--max-new-tokens", "0"], "max-new-tokens"), (["--model", str(tmp_path)], "local"),
+                      (["--prompt-file", str(tmp_path / "none.txt")], "prompt-file")):
+        with pytest.raises(SystemExit) as exit_:
             main(["generate", "--model", str(tmp_path / "m"), "--prompt-file", str(prompt), *bad])
+        assert exit_.value.code == 2 and word in capsys.readouterr().err  # a usage error, not a traceback
