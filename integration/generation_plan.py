@@ -81,6 +81,21 @@ def check_positions(plan, length):
                          f"{plan.input_ids.shape[1]} tokens and the new ones fit in {plan.position_limit}")
 
 
+def _check_generation_mode(config):
+    """Refuse a config that ``generate`` would decode some other way than greedy search or sampling (contrastive
+    search, DoLa, constrained or group beam search, its own assisted generation, token healing): draftless
+    would otherwise decode it greedily, silently."""
+    if getattr(config, "token_healing", False):
+        raise UnsupportedGeneration("token_healing (token_healing=True) is not supported by draftless yet")
+    for name in ("assistant_early_exit", "use_mtp"):
+        if getattr(config, name, None):
+            raise UnsupportedGeneration(f"{name} selects transformers' own assisted generation; draftless replaces it")
+    mode = str(getattr(config.get_generation_mode(), "value", config.get_generation_mode()))
+    if mode not in ("greedy_search", "sample"):
+        raise UnsupportedGeneration(f"{mode.replace('_', ' ')}, which the generation config selects, is not supported "
+                                    f"by draftless: it serves greedy search and sampling")
+
+
 def plan_generation(model, input_ids, attention_mask, generation_config, logits_processor, stopping_criteria,
                     streamer, kwargs):
     if not isinstance(input_ids, torch.Tensor) or input_ids.dtype not in (torch.long, torch.int):
@@ -117,6 +132,7 @@ def plan_generation(model, input_ids, attention_mask, generation_config, logits_
         raise ValueError("draftless needs the KV cache (use_cache=False)")
     if config.prompt_lookup_num_tokens is not None:
         raise UnsupportedGeneration("prompt_lookup_num_tokens selects transformers' own prompt lookup; draftless replaces it")
+    _check_generation_mode(config)
     extra = set(model_kwargs) - {"attention_mask", "use_cache", "logits_to_keep"}
     if extra:
         raise ValueError(f"unsupported generate arguments: {sorted(extra)}")

@@ -247,6 +247,10 @@ def test_prefilled_cache_is_refused():
 @pytest.mark.parametrize("kwargs, word", [
     ({"num_beams": 2}, "beam"), ({"num_return_sequences": 2}, "sequences"),
     ({"use_cache": False}, "cache"), ({"prompt_lookup_num_tokens": 5}, "prompt_lookup"),
+    # modes generate decodes otherwise (or refuses): never served greedily in their place
+    ({"penalty_alpha": 0.6, "top_k": 4}, "contrastive search"), ({"dola_layers": "low"}, "dola generation"),
+    ({"force_words_ids": [[5]]}, "constrained beam search"), ({"token_healing": True}, "token_healing"),
+    ({"assistant_early_exit": 1}, "assistant_early_exit"),
 ])
 def test_unsupported_modes_raise_clearly(kwargs, word):
     with pytest.raises(ValueError, match=word):
