@@ -127,12 +127,11 @@ class SuffixIndex:
     def continuation(self, end, k):
         """Up to ``k`` tokens that follow end position ``end`` (a copy; fewer at the end of the stream)."""
         n = len(self)
-        end = int(end)
-        if not -1 <= end < n:
+        end = check_positive_int(end, "end", minimum=-1)
+        if end >= n:
             raise ValueError(f"end must be in [-1, {n - 1}], got {end}")
-        if k < 0:
-            raise ValueError(f"k must be >= 0, got {k}")
-        return self._tokens[end + 1: min(n, end + 1 + int(k))].copy()
+        k = check_positive_int(k, "k", minimum=0)
+        return self._tokens[end + 1: min(n, end + 1 + k)].copy()
 
     def continuations(self, limit=4, state=None):
         """Distinct tokens that followed the current longest match (or ``state``), most frequent first,
@@ -144,13 +143,12 @@ class SuffixIndex:
     def frequent_path(self, state, max_len):
         """The most frequent continuation of ``state``'s strings, token by token, as ``(tokens, counts)``:
         ``counts[i]`` occurrences of the string followed by ``tokens[:i + 1]`` (see ``frequent_path``)."""
-        max_len = int(max_len)
-        if max_len < 0:
-            raise ValueError(f"max_len must be >= 0, got {max_len}")
+        max_len = check_positive_int(max_len, "max_len", minimum=0)
         return frequent_path(self._nodes, self._edges, self._tokens, self._checked_state(state), max_len)
 
     def _checked_state(self, state):
-        if not 0 <= int(state) < self.num_states:
+        state = check_positive_int(state, "state", minimum=0)
+        if state >= self.num_states:
             raise ValueError(f"state must be in [0, {self.num_states}), got {state}")
         return int(state)
 

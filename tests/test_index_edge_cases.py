@@ -100,6 +100,12 @@ def test_bad_query_arguments():
         idx.continuations(limit=0)
     with pytest.raises(ValueError, match="state"):
         idx.continuations(state=99)
+    for call, word in ((lambda: idx.continuation(0, 2.0), "k"), (lambda: idx.continuation(True, 2), "end"),
+                       (lambda: idx.continuation("0", 2), "end"), (lambda: idx.frequent_path(0, 1.5), "max_len"),
+                       (lambda: idx.continuations(state=1.0), "state")):
+        with pytest.raises(TypeError, match=word):
+            call()
+    assert idx.continuation(np.int64(-1), np.int32(2)).tolist() == [1, 2]
 
 
 def test_tokens_view_is_read_only_and_tensors_are_accepted():
