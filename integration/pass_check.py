@@ -32,11 +32,16 @@ MAX_DRAFT = 64  # the adaptive policy's default largest draft: lengths up to it 
 CONTEXTS = (97, 300)  # two prefill lengths, so that one lucky alignment does not pass a broken length
 
 
+def full_precision(dtype):
+    """Whether a pass in ``dtype`` rounds as finely as fp32 with fp32 products: 16-bit types, and fp32 with TF32
+    or bf16 matrix products allowed (``torch.set_float32_matmul_precision``), round ~1e-2 off, so that a pass
+    over several tokens and one-token steps can order two near-tied logits differently."""
+    return torch.finfo(dtype).bits >= 32 and torch.get_float32_matmul_precision() == "highest"
+
+
 def tolerance(dtype):
-    """The largest relative logit difference a correct pass shows: fp32 rounding is ~1e-6, 16-bit ~1e-2, and
-    fp32 with TF32 or bf16 matrix products allowed (``torch.set_float32_matmul_precision``) is 16-bit-like."""
-    full = torch.finfo(dtype).bits >= 32 and torch.get_float32_matmul_precision() == "highest"
-    return 1e-3 if full else 0.1
+    """The largest relative logit difference a correct pass shows: fp32 rounding is ~1e-6, 16-bit ~1e-2."""
+    return 1e-3 if full_precision(dtype) else 0.1
 
 
 @torch.no_grad()

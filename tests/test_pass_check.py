@@ -175,3 +175,14 @@ def test_outputs_stay_exact_where_pass_lengths_are_broken(adaptive, cache_dir, m
         assert max(lengths) >= 7  # long drafts are still made, at the exact lengths
     else:
         assert max(lengths) == BROKEN - 2  # every 32-token draft cut to 31
+
+
+def test_coarse_rounding_is_warned_once_per_device_and_dtype(caplog, monkeypatch):
+    monkeypatch.setattr(speculative, "_WARNED_ROUNDING", set())
+    with caplog.at_level(logging.WARNING, logger="draftless"):
+        SpeculativeGenerator(tiny_model("llama"), config=DraftConfig())
+        assert "rounds a multi-token pass" not in caplog.text  # fp32: token for token
+        for _ in range(2):
+            SpeculativeGenerator(tiny_model("llama").to(torch.bfloat16), config=DraftConfig())
+    assert caplog.text.count("torch.bfloat16 on cpu rounds a multi-token pass") == 1
+    assert pass_check.full_precision(torch.float32) and not pass_check.full_precision(torch.float16)
