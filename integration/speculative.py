@@ -7,7 +7,8 @@ One step reads as propose -> verify -> accept -> update:
     n, tokens, _ = accept(logits, draft, ...)            # accepted prefix + the target's own next token
     verifier.rollback(len(draft) - n); proposer.update(tokens)
 
-Greedy output equals ``model.generate(do_sample=False)`` token for token; sampled output follows the same
+Greedy output equals ``model.generate(do_sample=False)`` token for token in fp32 (16-bit types: see
+``_warn_coarse_rounding``); sampled output follows the same
 distribution as ``model.generate(do_sample=True)`` (see ``acceptance.sample_accept``).
 """
 
