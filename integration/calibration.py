@@ -11,6 +11,7 @@ import functools
 import hashlib
 import json
 import logging
+import os
 import time
 
 import torch
@@ -100,7 +101,9 @@ def _cached(model, kind, measure, encode, decode):
     if value is None:
         value = measure()
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(encode(value)))
+        staging = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        staging.write_text(json.dumps(encode(value)))
+        os.replace(staging, path)  # atomic: another process reading the cache never sees half a file
         logger.info("calibrated %s for %s: %s", kind, path.stem, value)
     _MEMO[key] = value
     return value

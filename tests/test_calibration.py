@@ -54,6 +54,7 @@ def test_cache_is_reused_and_keyed_by_dtype_and_threads(cache_dir, monkeypatch):
     assert calibration.cached_cost_curve(model) == first and len(calls) == 1  # read back from disk
     assert len(list((cache_dir / "calibration").glob("*-cost-*.json"))) == 1
     assert len(list((cache_dir / "calibration").glob("*-linear-plans.json"))) == 1
+    assert not list((cache_dir / "calibration").glob(".*"))  # written whole, then renamed: no staging file left
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1 if threads > 1 else 2)
