@@ -42,6 +42,7 @@ class GenerationPlan:
     cache: object  # a caller's Cache or None
     cache_arg: str  # the model's forward keyword for the cache
     position_limit: int | None = None  # learned absolute positions (gpt2's n_positions): no pass reaches past them
+    masked: int = 0  # masked (pad) prompt tokens: positions run that many behind the sequence's length
 
 
 def _cache_keyword(model):
@@ -72,13 +73,20 @@ def _check_token_ids(model, input_ids):
                          f"embeddings")
 
 
-def check_positions(plan, length):
-    """Refuse to go on once the next pass would feed a position the learned table lacks (``generate`` fails
-    there with an IndexError deep in the model)."""
-    if plan.position_limit is not None and length > plan.position_limit:
-        raise ValueError(f"a {length}-token sequence passes the model's {plan.position_limit} learned positions "
-                         f"before generation ended: lower max_new_tokens (or max_length) so that the prompt's "
-                         f"{plan.input_ids.shape[1]} tokens and the new ones fit in {plan.position_limit}")
+def positions_left(plan, length):
+    """How many positions of the learned table lie past the last token of a ``length``-token sequence (pads
+    take none: positions follow the attention mask, as ``generate`` counts them), or None where positions are
+    unbounded. Refuses to go on once that token itself has none (``generate`` fails there with an IndexError
+    deep in the model)."""
+    if plan.position_limit is None:
+        return None
+    left = plan.position_limit - (length - plan.masked)
+    if left < 0:
+        raise ValueError(f"a sequence of {length - plan.masked} positions passes the model's {plan.position_limit} "
+                         f"learned positions before generation ended: lower max_new_tokens (or max_length) so that "
+                         f"the prompt's {plan.input_ids.shape[1] - plan.masked} tokens and the new ones fit in "
+                         f"{plan.position_limit}")
+    return left
 
 
 def _check_generation_mode(config):
@@ -165,4 +173,5 @@ def plan_generation(model, input_ids, attention_mask, generation_config, logits_
         streamer=streamer, return_dict=bool(config.return_dict_in_generate),
         output_scores=bool(config.output_scores), output_logits=bool(config.output_logits),
         do_sample=bool(config.do_sample), cache=cache, cache_arg=_cache_keyword(model),
-        position_limit=learned_position_limit(model))
+        position_limit=learned_position_limit(model),
+        masked=0 if attention_mask is None else int((attention_mask == 0).sum()))

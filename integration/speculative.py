@@ -27,7 +27,7 @@ from .attention import grouped_query_sdpa
 from .calibration import cached_cost_curve, cached_inexact_drafts, cached_linear_plans, checks_pass_lengths
 from .linear_plan import planned_linears
 from .pass_check import MAX_DRAFT, exact_length, full_precision
-from .generation_plan import check_positions, plan_generation
+from .generation_plan import plan_generation, positions_left
 from .stats import StatsRecorder
 from .verifier import Verifier
 
@@ -98,7 +98,7 @@ class SpeculativeGenerator:
         if plan.streamer is not None:
             plan.streamer.put(ids.cpu())
 
-        check_positions(plan, prompt_len)
+        positions_left(plan, prompt_len)  # a prompt longer than the learned positions is refused before the prefill
         t0 = time.perf_counter()
         logits = verifier.prefill(ids)
         _, tokens, chosen = accept(logits, ids.new_empty(0), ids, plan.processors)
@@ -109,10 +109,10 @@ class SpeculativeGenerator:
         # each linear layer's product in its fastest form; grouped key/value heads attended as they are
         with planned_linears(self.model, self.linear_plans), grouped_query_sdpa(self.model):
             while not done:
-                check_positions(plan, ids.shape[1])  # the pass feeds the last token, at position len - 1
                 budget = plan.max_length - ids.shape[1]  # tokens still allowed; one is always the bonus
-                if plan.position_limit is not None:  # and a draft no position past the learned ones
-                    budget = min(budget, plan.position_limit - ids.shape[1] + 1)
+                room = positions_left(plan, ids.shape[1])  # the pass feeds the last token, then the draft
+                if room is not None:  # a draft takes no position past the learned ones
+                    budget = min(budget, room + 1)
                 t0 = time.perf_counter()
                 draft_np = np.asarray(self.proposer.propose(budget - 1), dtype=np.int64)[: budget - 1]
                 if self.checked_drafts is not None:  # cut to the longest length checked exact

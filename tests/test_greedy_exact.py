@@ -301,5 +301,15 @@ def test_drafts_stay_within_learned_positions():
         generate(model, ids, max_new_tokens=40, eos_token_id=None)
     with pytest.raises(ValueError, match="512 learned positions"):
         generate(model, repetitive_prompt(513), max_new_tokens=4, eos_token_id=None)
-    assert torch.equal(generate(model, ids, max_new_tokens=14, eos_token_id=None),  # ends at position 511
-                       vanilla(model, ids, max_new_tokens=14, eos_token_id=None))
+    # the last pass feeds position 511: the 15th new token is its output and is never fed
+    assert torch.equal(generate(model, ids, max_new_tokens=15, eos_token_id=None),
+                       vanilla(model, ids, max_new_tokens=15, eos_token_id=None))
+    with pytest.raises(ValueError, match="513 positions"):
+        generate(model, ids, max_new_tokens=16, eos_token_id=None)
+    # left padding takes no positions, as generate counts them: 492 tokens and 21 new ones fit
+    mask = torch.ones_like(ids)
+    mask[0, :6] = 0
+    padded = vanilla(model, ids, attention_mask=mask, max_new_tokens=21, eos_token_id=None)
+    assert torch.equal(generate(model, ids, attention_mask=mask, max_new_tokens=21, eos_token_id=None), padded)
+    with pytest.raises(ValueError, match="513 positions"):
+        generate(model, ids, attention_mask=mask, max_new_tokens=22, eos_token_id=None)
