@@ -117,6 +117,9 @@ def plan_generation(model, input_ids, attention_mask, generation_config, logits_
                          "time for now (call it per prompt)")
     input_ids = input_ids.to(model.device, torch.long)
     _check_token_ids(model, input_ids)
+    if attention_mask is not None and not isinstance(attention_mask, torch.Tensor):
+        raise TypeError(f"attention_mask must be a torch.Tensor, got {type(attention_mask).__name__} (pass "
+                        f"generation_config and the rest by keyword)")
     tokenizer = kwargs.pop("tokenizer", None)
     cache = kwargs.pop("cache", None)
     if cache is None:

@@ -1,6 +1,7 @@
 """``enable(model)``: make a model's own ``generate`` use draftless; ``disable(model)`` restores it."""
 
 import functools
+import inspect
 import logging
 
 from .generation_plan import UnsupportedGeneration as _Unsupported
@@ -21,7 +22,7 @@ def enable(model, tokenizer=None, config=None):
     @functools.wraps(original)
     def generate(*args, **kwargs):
         try:
-            return generator.generate(*args, **kwargs)
+            return generator.generate(**_by_keyword(original, args, kwargs))
         except _Unsupported as exc:
             logger.info("draftless: falling back to transformers' generate (%s)", exc)
             return original(*args, **kwargs)
@@ -29,6 +30,22 @@ def enable(model, tokenizer=None, config=None):
     object.__setattr__(model, _ATTR, generator)
     object.__setattr__(model, "generate", generate)
     return model
+
+
+def _by_keyword(original, args, kwargs):
+    """The call's arguments by name, positional ones bound as ``original`` (transformers' ``generate``: inputs,
+    generation_config, logits_processor, stopping_criteria, ...) binds them, whose order after the first is not
+    ``SpeculativeGenerator.generate``'s."""
+    if not args:
+        return kwargs
+    params = inspect.signature(original).parameters
+    named = {}
+    for name, value in inspect.signature(original).bind_partial(*args, **kwargs).arguments.items():
+        if params[name].kind is inspect.Parameter.VAR_KEYWORD:
+            named.update(value)
+        else:
+            named[name] = value
+    return named
 
 
 def disable(model):

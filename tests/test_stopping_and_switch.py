@@ -4,7 +4,7 @@ import logging
 
 import pytest
 import torch
-from transformers import StoppingCriteria, StoppingCriteriaList
+from transformers import GenerationConfig, StoppingCriteria, StoppingCriteriaList
 
 from draftless.integration import (
     GenerationStats, SpeculativeGenerator, disable, enable, generate, is_enabled, load_model, stats,
@@ -83,6 +83,14 @@ def test_enable_disable_round_trip(caplog):
     out = model.generate(ids, do_sample=False, max_new_tokens=30, eos_token_id=None)
     assert torch.equal(out, ref)
     assert isinstance(stats(model), GenerationStats) and stats(model).accepted > 0
+    # positional arguments bind as transformers' generate binds them: inputs, generation_config, ...
+    config = GenerationConfig(do_sample=False, max_new_tokens=30, eos_token_id=None)
+    with caplog.at_level(logging.INFO, logger="draftless"):
+        assert torch.equal(model.generate(ids, config), ref)
+        assert torch.equal(model.generate(inputs=ids, generation_config=config), ref)
+    assert "falling back" not in caplog.text  # both served by draftless
+    with pytest.raises(TypeError, match="attention_mask must be a torch.Tensor"):
+        SpeculativeGenerator(model).generate(ids, config)  # its own second parameter is the mask
     with caplog.at_level(logging.INFO, logger="draftless"):
         beams = model.generate(ids, num_beams=2, max_new_tokens=5)  # not served: handed back to transformers
     assert beams.shape == (1, 25) and "falling back" in caplog.text
