@@ -66,7 +66,9 @@ def learned_position_limit(model):
 def _check_token_ids(model, input_ids):
     """Refuse ids the input embedding has no row for, before they reach it (an IndexError deep in the model
     for ``generate``)."""
-    rows = model.get_input_embeddings().num_embeddings
+    rows = getattr(model.get_input_embeddings(), "num_embeddings", None)
+    if rows is None:  # an input layer that is not a table: nothing to check against
+        return
     bad = input_ids[(input_ids < 0) | (input_ids >= rows)]
     if bad.numel():
         raise ValueError(f"input_ids holds token id {int(bad[0])} outside the model's vocabulary of {rows} "
@@ -98,7 +100,8 @@ def _check_generation_mode(config):
     for name in ("assistant_early_exit", "use_mtp"):
         if getattr(config, name, None):
             raise UnsupportedGeneration(f"{name} selects transformers' own assisted generation; draftless replaces it")
-    mode = str(getattr(config.get_generation_mode(), "value", config.get_generation_mode()))
+    mode = config.get_generation_mode()
+    mode = str(getattr(mode, "value", mode))
     if mode not in ("greedy_search", "sample"):
         raise UnsupportedGeneration(f"{mode.replace('_', ' ')}, which the generation config selects, is not supported "
                                     f"by draftless: it serves greedy search and sampling")

@@ -87,6 +87,7 @@ class SpeculativeGenerator:
         plan = plan_generation(self.model, input_ids, attention_mask, generation_config, logits_processor,
                                stopping_criteria, streamer, kwargs)
         ids = plan.input_ids
+        positions_left(plan, ids.shape[1])  # a prompt longer than the learned positions is refused up front
         accept = greedy_accept
         if plan.do_sample:
             accept = functools.partial(sample_accept, generator=_generator(generator, seed, ids.device))
@@ -98,7 +99,6 @@ class SpeculativeGenerator:
         if plan.streamer is not None:
             plan.streamer.put(ids.cpu())
 
-        positions_left(plan, prompt_len)  # a prompt longer than the learned positions is refused before the prefill
         t0 = time.perf_counter()
         logits = verifier.prefill(ids)
         _, tokens, chosen = accept(logits, ids.new_empty(0), ids, plan.processors)
