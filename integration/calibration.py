@@ -99,6 +99,8 @@ def _cached(model, kind, measure, encode, decode):
         except (ValueError, KeyError, TypeError):
             logger.warning("ignoring an unreadable calibration file %s", path)
     if value is None:
+        logger.info("measuring %s for this model/device/dtype/threads once (tens of seconds on a small CPU), then "
+                    "caching it in %s", kind, path.parent)
         value = measure()
         path.parent.mkdir(parents=True, exist_ok=True)
         staging = path.with_name(f".{path.name}.{os.getpid()}.tmp")
