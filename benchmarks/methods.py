@@ -11,8 +11,6 @@ loop alone (its linear layers' forms, its lighter step) gains over ``generate`` 
 tokens: the ceiling for linear drafting. ``draftless_quick`` is the default policy under a calibration of a second
 or two: c(0) and c(63) only, one warm-up and one timed pass each (``quick_cost_curve``), instead of the cached
 curve's 17 lengths in five rounds; ``PREPARE`` holds what such a method measures before any run is timed.
-``draftless_plans_everywhere`` is the default policy with the linear layers' plans on every pass, as before each
-pass length kept the form its whole pass measured faster in (``calibration.PassCalibration``).
 """
 
 import contextlib
@@ -37,12 +35,10 @@ def _hf(planned=False, **extra):
     return run
 
 
-def _loop(make_proposer=None, plans_everywhere=False):
+def _loop(make_proposer=None):
     def run(model, tokenizer, inputs, max_new_tokens, streamer, reference, sampling):
         proposer = make_proposer(reference) if make_proposer is not None else None
         gen = SpeculativeGenerator(model, tokenizer, proposer=proposer)
-        if plans_everywhere:
-            gen.plan_rows = None  # every pass follows the plans, whatever its own timing said
         out = gen.generate(**inputs, max_new_tokens=max_new_tokens, streamer=streamer, **sampling)
         return out, gen.last_stats
     return run
@@ -76,7 +72,6 @@ METHODS = {
     "rule_suffix": _loop(lambda ref: SuffixDecodingRule()),
     "no_draft": _loop(lambda ref: NullProposer()),
     "draftless_quick": _quick,
-    "draftless_plans_everywhere": _loop(plans_everywhere=True),
     **{f"oracle_k{k}": _loop(lambda ref, k=k: OracleProposer(ref, k)) for k in ORACLE_KS},
 }
 DEFAULT_METHODS = ("vanilla", "hf_pld", "hf_pld_n3", "hf_pld_planned", "draftless", "rule_pld", "rule_ngram32",

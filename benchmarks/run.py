@@ -29,7 +29,7 @@ import torch
 from tqdm import tqdm
 
 from draftless.integration import SpeculativeGenerator, load_model
-from draftless.integration.calibration import cached_inexact_drafts, cached_pass_calibration
+from draftless.integration.calibration import cached_cost_curve, cached_inexact_drafts
 from draftless.integration.models import DTYPES, check_device_available, device_name, resolve
 from draftless.lookup import AdaptiveConfig
 
@@ -73,8 +73,7 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
     model, tokenizer = load_model(model_name, dtype=dtype, device=device)
     load_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    calibrated = cached_pass_calibration(model)  # measured once per model/device/dtype/threads, then read from disk
-    curve = calibrated.curve
+    curve = cached_cost_curve(model)  # measured once per model/device/dtype/threads, then read from disk
     inexact = cached_inexact_drafts(model)  # off the CPU: draft lengths whose pass is not exact there
     calibrate_s = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -101,8 +100,7 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
                                          for name, c in prepared.items()},
                 "draftless_config": {"kind": "adaptive", **dataclasses.asdict(AdaptiveConfig())},
                 # unrounded: replay must see the curve the policy saw, or a near tie between two lengths flips
-                "cost_curve": {"ks": list(curve.ks), "seconds": list(curve.seconds),
-                               "planned": list(calibrated.planned)},  # each length's faster form
+                "cost_curve": {"ks": list(curve.ks), "seconds": list(curve.seconds)},
                 "inexact_drafts": list(inexact),
                 "threads": torch.get_num_threads(), "runs": runs, "summary": report.summarize(runs),
                 "mismatches": mismatches, "outputs": outputs}
@@ -168,7 +166,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="gemma-3-270m")
     parser.add_argument("--suite", default=",".join(SUITES), type=lambda v: _csv(v, SUITES, "suite"))
-    allowed = DEFAULT_METHODS + tuple(m for m in METHODS if m not in DEFAULT_METHODS)  # oracle_k*, draftless_quick, ...
+    allowed = DEFAULT_METHODS + tuple(m for m in METHODS if m not in DEFAULT_METHODS)  # oracle_k*, draftless_quick
     parser.add_argument("--methods", default=",".join(DEFAULT_METHODS),
                         type=lambda v: _csv(v, allowed, "method"))
     parser.add_argument("--limit", type=int, default=None, help="prompts per suite")

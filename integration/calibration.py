@@ -7,7 +7,6 @@ on disk under the user cache dir, keyed by all four (and the torch version): a c
 recalibrates. The adaptive policy then scales the curve online by the passes the run makes.
 """
 
-import dataclasses
 import functools
 import hashlib
 import json
@@ -32,36 +31,8 @@ logger = logging.getLogger(__name__)
 DEFAULT_KS = (0, 1, 2, 3, 4, 7, 8, 15, 16, 23, 24, 31, 32, 47, 48, 63, 64)
 METHOD_VERSION = 4  # bumped when the measurement changes, so that curves measured the old way are redone
 # bumped when the loop's pass changes but the linear layers' plans stand: 2, the reserved KV cache and grouped
-# key/value heads attended as they are; 3, a longer pass may cost less (kept as measured); 4, each length timed
-# with and without the plans, the faster form kept
-CURVE_VERSION = 4
-
-
-@dataclasses.dataclass(frozen=True)
-class PassCalibration:
-    """The cost curve and, per calibrated length, whether its pass ran faster with the linear layers' plans
-    (``linear_plan``) than with ``nn.Linear``'s own products. The plans are chosen per weight shape from
-    products timed alone; a whole pass can disagree (SmolLM2-135M on a 2-core CPU: a plain step 8-12 % slower
-    with them, an 8- or 16-row pass 9-15 % faster for Gemma 3 270M), so the loop follows each length's
-    measured choice."""
-
-    curve: CostCurve
-    planned: tuple  # planned[i] for curve.ks[i]
-
-    def __post_init__(self):
-        if len(self.planned) != len(self.curve.ks) or not all(isinstance(p, bool) for p in self.planned):
-            raise ValueError(f"planned must hold one bool per length of the curve, got {self.planned!r}")
-
-    def plan_rows(self):
-        """``rows[m]``: whether a pass whose linear layers see ``m`` rows (a draft of ``m - 1`` tokens) follows
-        the plans: the choice measured at the shortest calibrated length with at least ``m`` rows (the same
-        8-row stair: both edges are calibrated), the longest's beyond it. Index 0 is unused."""
-        ks = self.curve.ks
-        rows = [self.planned[0]]
-        for m in range(1, ks[-1] + 2):
-            i = next((j for j, k in enumerate(ks) if k >= m - 1), len(ks) - 1)
-            rows.append(self.planned[i])
-        return tuple(rows)
+# key/value heads attended as they are; 3, a longer pass may cost less (kept as measured)
+CURVE_VERSION = 3
 
 
 def calibration_key(model):
@@ -77,19 +48,13 @@ def calibration_key(model):
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:20]
 
 
-def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=5):
-    """The curve of ``measure_pass_calibration``: each length's time in its faster form."""
-    return measure_pass_calibration(model, ks, context, repeats).curve
-
-
 @torch.no_grad()
-def measure_pass_calibration(model, ks=DEFAULT_KS, context=256, repeats=5):
-    """Pass time at each draft length in ``ks`` after a ``context``-token prefill, with the linear layers'
-    plans and without (where the plans change anything): every pass warmed up once, then timed in ``repeats``
-    interleaved rounds, keeping each one's fastest, so that a burst of load from another process neither
-    bends the curve's shape nor lands on one length or form only. Each length keeps its faster form. A longer
-    pass may come out cheaper (a multiple of 8 rows on a CPU): the curve keeps it, so that the policy drafts
-    the longer, cheaper length."""
+def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=5):
+    """Pass time at each draft length in ``ks`` after a ``context``-token prefill: every length warmed up
+    once, then timed in ``repeats`` interleaved rounds, keeping each length's fastest pass, so that a burst of
+    load from another process neither bends the curve's shape nor lands on one length only. A longer pass may
+    come out cheaper (a multiple of 8 rows on a CPU): the curve keeps it, so that the policy drafts the
+    longer, cheaper length."""
     if not ks or ks[0] != 0:
         raise ValueError(f"ks must start at 0, got {ks}")
     vocab = model.config.get_text_config().vocab_size
@@ -99,21 +64,10 @@ def measure_pass_calibration(model, ks=DEFAULT_KS, context=256, repeats=5):
     model(input_ids=prompt, cache=cache, use_cache=True, logits_to_keep=1)
     kv_cache.start_recording(cache)
     inputs = [torch.randint(0, vocab, (1, k + 1), generator=g).to(model.device) for k in ks]
-    plans = cached_linear_plans(model)
-    forms = (LinearPlans(), plans) if not plans.is_identity else (plans,)
-    with grouped_query_sdpa(model):  # as the loop runs
-        best = fastest_of_rounds([functools.partial(_time_form, model, form, cache, ids, context)
-                                  for ids in inputs for form in forms], repeats)
-    if len(forms) == 1:  # the plans change nothing here (a GPU): every length "follows" them
-        return PassCalibration(CostCurve(tuple(ks), tuple(best)), (True,) * len(ks))
-    plain, with_plans = best[0::2], best[1::2]
-    planned = tuple(bool(p < q) for q, p in zip(plain, with_plans))  # a tie keeps nn.Linear's own product
-    return PassCalibration(CostCurve(tuple(ks), tuple(map(min, plain, with_plans))), planned)
-
-
-def _time_form(model, plans, cache, ids, context):
-    with planned_linears(model, plans):  # installed outside the timed pass
-        return time_pass(model, cache, ids, context)
+    with planned_linears(model, cached_linear_plans(model)), grouped_query_sdpa(model):  # as the loop runs
+        best = fastest_of_rounds([functools.partial(time_pass, model, cache, ids, context) for ids in inputs],
+                                 repeats)
+    return CostCurve(tuple(ks), tuple(best))
 
 
 def time_pass(model, cache, ids, context):
@@ -168,24 +122,17 @@ def cost_kind(ks):
     return f"cost-v{CURVE_VERSION}-" + "-".join(map(str, ks))
 
 
-def cached_pass_calibration(model, ks=DEFAULT_KS):
-    """The ``PassCalibration`` for this model/device/dtype/threads, measured on first use."""
+def cached_cost_curve(model, ks=DEFAULT_KS):
+    """The calibrated curve for this model/device/dtype/threads, measuring it on first use."""
     ks = tuple(ks)
 
     def decode(data):
         if tuple(data["ks"]) != ks:
             return None
-        return PassCalibration(CostCurve(tuple(data["ks"]), tuple(data["seconds"])), tuple(data["planned"]))
+        return CostCurve(tuple(data["ks"]), tuple(data["seconds"]))
 
-    def encode(c):
-        return {"ks": list(c.curve.ks), "seconds": list(c.curve.seconds), "planned": list(c.planned)}
-
-    return _cached(model, cost_kind(ks), lambda: measure_pass_calibration(model, ks), encode, decode)
-
-
-def cached_cost_curve(model, ks=DEFAULT_KS):
-    """The calibrated curve for this model/device/dtype/threads, measuring it on first use."""
-    return cached_pass_calibration(model, ks).curve
+    return _cached(model, cost_kind(ks), lambda: measure_cost_curve(model, ks),
+                   lambda c: {"ks": list(c.ks), "seconds": list(c.seconds)}, decode)
 
 
 def checks_pass_lengths(model):

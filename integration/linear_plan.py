@@ -181,15 +181,9 @@ def measure_linear_plans(model, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, r
 
 
 @contextlib.contextmanager
-def planned_linears(model, plans, rows=None):
+def planned_linears(model, plans):
     """Within the block, each plain linear layer computes its product as its shape's plan says (see the module
-    doc). ``rows``, if given, says for which row counts a call follows the plans at all: ``rows[m]`` for ``m``
-    rows, its last entry for more (the calibration's per-pass choice, ``calibration.PassCalibration``);
-    other calls take ``nn.Linear``'s own product."""
-    if rows is not None and (len(rows) < 2 or not all(isinstance(r, bool) for r in rows)):
-        raise ValueError(f"rows must be a tuple of at least 2 bools, index 0 unused, got {rows!r}")
-    if rows is not None and not any(rows[1:]):
-        plans = LinearPlans()  # no row count follows them: nothing to install
+    doc)."""
     installed = []
     try:
         for shape, modules in ({} if plans.is_identity else plain_linears(model)).items():
@@ -197,7 +191,7 @@ def planned_linears(model, plans, rows=None):
             if plan is None or plan.is_identity:
                 continue
             for module in modules:
-                module.forward = functools.partial(_planned_forward, module.weight, module.bias, plan, rows)
+                module.forward = functools.partial(_planned_forward, module.weight, module.bias, plan)
                 installed.append(module)  # an instance attribute: nn.Module.__call__ runs it, hooks included
         yield
     finally:
@@ -205,9 +199,7 @@ def planned_linears(model, plans, rows=None):
             del module.forward
 
 
-def _planned_forward(weight, bias, plan, rows, x):
+def _planned_forward(weight, bias, plan, x):
     flat = x.reshape(-1, x.shape[-1])
-    if rows is not None and not rows[min(flat.shape[0], len(rows) - 1)]:
-        return torch.nn.functional.linear(x, weight, bias)  # the whole pass measured faster without the plan
     target, transposed = plan.choice(flat.shape[0])
     return _product(weight, bias, flat, target, transposed).reshape(*x.shape[:-1], weight.shape[0])

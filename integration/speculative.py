@@ -24,9 +24,7 @@ from draftless.lookup import AdaptiveConfig, AdaptiveProposer, DraftConfig, Suff
 
 from .acceptance import greedy_accept, sample_accept
 from .attention import grouped_query_sdpa
-from .calibration import (
-    cached_cost_curve, cached_inexact_drafts, cached_linear_plans, cached_pass_calibration, checks_pass_lengths,
-)
+from .calibration import cached_cost_curve, cached_inexact_drafts, cached_linear_plans, checks_pass_lengths
 from .linear_plan import planned_linears
 from .pass_check import MAX_DRAFT, exact_length, full_precision
 from .generation_plan import plan_generation, positions_left
@@ -70,8 +68,6 @@ class SpeculativeGenerator:
             self.proposer = AdaptiveProposer(self.config, cost=cached_cost_curve(model),
                                              excluded=self.inexact_drafts)
         self.linear_plans = cached_linear_plans(model)
-        # which pass lengths run faster with those plans, measured with the curve (any proposer's passes)
-        self.plan_rows = cached_pass_calibration(model).plan_rows()
         self.last_stats = None
         self._warned_stale = False
 
@@ -111,7 +107,7 @@ class SpeculativeGenerator:
         self.proposer.reset(ids[0].cpu().numpy())
         record_cost = getattr(self.proposer, "record_pass", None)
         # each linear layer's product in its fastest form; grouped key/value heads attended as they are
-        with planned_linears(self.model, self.linear_plans, self.plan_rows), grouped_query_sdpa(self.model):
+        with planned_linears(self.model, self.linear_plans), grouped_query_sdpa(self.model):
             while not done:
                 budget = plan.max_length - ids.shape[1]  # tokens still allowed; one is always the bonus
                 room = positions_left(plan, ids.shape[1])  # the pass feeds the last token, then the draft

@@ -50,14 +50,6 @@ def test_end_to_end_run_writes_json_markdown_and_plot(tiny_dir, tmp_path):
             assert len(r["draft_trace"]) == r["passes"] and all(0 <= a <= d for d, a in r["draft_trace"])
 
 
-def test_plans_everywhere_runs_the_same_policy_with_every_pass_planned(tiny_dir):
-    result = run_main(["--model", str(tiny_dir), "--suite", "code_edit", "--limit", "1", "--max-new-tokens", "16",
-                       "--methods", "draftless,draftless_plans_everywhere"])
-    assert not result["mismatches"] and {r["method"] for r in result["runs"]} == {
-        "vanilla", "draftless", "draftless_plans_everywhere"}
-    assert len(result["cost_curve"]["planned"]) == len(result["cost_curve"]["ks"])  # each length's form, recorded
-
-
 def test_draftless_quick_drafts_under_a_two_length_curve_measured_before_the_runs(tiny_dir, monkeypatch):
     from benchmarks import methods
 

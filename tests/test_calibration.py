@@ -24,59 +24,12 @@ def test_measured_curve_is_well_formed(kind):
     assert all(s > 0 for s in curve.seconds)  # as measured: a longer pass may cost less (see DEFAULT_KS)
 
 
-def _calibrated(seconds):
-    return calibration.PassCalibration(CostCurve((0, 1), seconds), (True, False))
-
-
 def test_a_longer_pass_measured_cheaper_stays_cheaper(monkeypatch):
     # a CPU's 8-row stair: 16 rows (k = 15) faster than 15 (k = 14); the curve keeps what was measured
     stair = {1: 0.10, 15: 0.45, 16: 0.30, 17: 0.37}
     monkeypatch.setattr(calibration, "time_pass", lambda model, cache, ids, context: stair[ids.shape[1]])
     curve = calibration.measure_cost_curve(tiny_model("llama"), ks=(0, 14, 15, 16), context=8, repeats=2)
     assert curve.seconds == (0.10, 0.45, 0.30, 0.37)
-
-
-def _padding_plans(model):
-    """Plans that pad a 1-row product of every shape of ``model`` to 2 rows: not the identity."""
-    plan = linear_plan.LinearPlan((0, 2, 2, 3, 4, 5, 6, 7, 8), (False,) * 9)
-    return linear_plan.LinearPlans(tuple(sorted((shape, plan) for shape in linear_plan.plain_linears(model))))
-
-
-def test_each_length_keeps_its_faster_form(cache_dir, monkeypatch):
-    # a whole pass can disagree with the plans' per-shape timings: slower with them at k = 0, faster at k = 7
-    model = tiny_model("llama")
-    monkeypatch.setattr(calibration, "cached_linear_plans", _padding_plans)
-    times = {(1, False): 1.0, (1, True): 1.2, (8, False): 2.0, (8, True): 1.5, (16, False): 3.0, (16, True): 3.0}
-    monkeypatch.setattr(calibration, "_time_form",
-                        lambda m, plans, cache, ids, context: times[(ids.shape[1], not plans.is_identity)])
-    measured = calibration.measure_pass_calibration(model, ks=(0, 7, 15), context=8, repeats=2)
-    assert measured.curve.seconds == (1.0, 1.5, 3.0) and measured.planned == (False, True, False)  # a tie: plain
-    rows = measured.plan_rows()  # each row count takes the choice of its own 8-row stair's calibrated edge
-    assert rows == (False, False) + (True,) * 7 + (False,) * 8 and len(rows) == 15 + 2
-    with pytest.raises(ValueError, match="planned"):
-        calibration.PassCalibration(measured.curve, (True, False))
-    monkeypatch.setattr(calibration, "cached_linear_plans", lambda m: linear_plan.LinearPlans())
-    only = calibration.measure_pass_calibration(model, ks=(0, 7, 15), context=8, repeats=1)
-    assert only.planned == (True, True, True)  # the plans change nothing: one form timed, nothing to choose
-
-
-def test_planned_linears_follow_the_chosen_row_counts(monkeypatch):
-    model = tiny_model("llama")
-    plans = _padding_plans(model)
-    head = model.get_output_embeddings()
-    planned_calls = []
-    real = linear_plan._product
-    monkeypatch.setattr(linear_plan, "_product", lambda *a: planned_calls.append(a[2].shape[0]) or real(*a))
-    x1, x2 = torch.randn(1, 1, head.in_features), torch.randn(1, 2, head.in_features)
-    with linear_plan.planned_linears(model, plans, rows=(False, False, True)):
-        assert torch.equal(head(x1), torch.nn.functional.linear(x1, head.weight))  # nn.Linear's own product
-        head(x2)
-        assert planned_calls == [2]  # only the 2-row call followed the plan
-    with linear_plan.planned_linears(model, plans, rows=(False, False, False)):
-        assert "forward" not in head.__dict__  # no row count follows the plans: nothing installed
-    with pytest.raises(ValueError, match="rows"):
-        with linear_plan.planned_linears(model, plans, rows=(True,)):
-            pass
 
 
 def test_default_lengths_hold_both_edges_of_every_8_row_stair():
@@ -89,13 +42,13 @@ def test_default_lengths_hold_both_edges_of_every_8_row_stair():
 def test_cache_is_reused_and_keyed_by_dtype_and_threads(cache_dir, monkeypatch):
     model = tiny_model("llama")
     calls = []
-    real = calibration.measure_pass_calibration
+    real = calibration.measure_cost_curve
 
     def counting(m, ks=calibration.DEFAULT_KS):
         calls.append(1)
         return real(m, ks=ks, context=16, repeats=1)
 
-    monkeypatch.setattr(calibration, "measure_pass_calibration", counting)
+    monkeypatch.setattr(calibration, "measure_cost_curve", counting)
     first = calibration.cached_cost_curve(model)
     calibration._MEMO.clear()
     assert calibration.cached_cost_curve(model) == first and len(calls) == 1  # read back from disk
@@ -119,7 +72,7 @@ def test_unreadable_cache_file_is_measured_again(cache_dir, monkeypatch):
     path = cache_dir / "calibration" / f"{calibration.calibration_key(model)}-{kind}.json"
     path.parent.mkdir(parents=True)
     path.write_text("{not json")
-    monkeypatch.setattr(calibration, "measure_pass_calibration", lambda m, ks=None: _calibrated((1.0, 2.0)))
+    monkeypatch.setattr(calibration, "measure_cost_curve", lambda m, ks=None: CostCurve((0, 1), (1.0, 2.0)))
     assert calibration.cached_cost_curve(model) == CostCurve((0, 1), (1.0, 2.0))
     assert "unreadable" not in path.read_text()
 
@@ -223,8 +176,8 @@ def test_planned_linears_are_restored_on_error_and_skip_a_replaced_forward():
 
 def test_recalibrate_replaces_what_is_cached(cache_dir, monkeypatch):
     model = tiny_model("llama")
-    curves = iter([_calibrated((9.0, 18.0)), _calibrated((1.0, 2.0))])  # a busy day, then a quiet one
-    monkeypatch.setattr(calibration, "measure_pass_calibration", lambda m, ks=None: next(curves))
+    curves = iter([CostCurve((0, 1), (9.0, 18.0)), CostCurve((0, 1), (1.0, 2.0))])  # a busy day, then a quiet one
+    monkeypatch.setattr(calibration, "measure_cost_curve", lambda m, ks=None: next(curves))
     kind = calibration.cost_kind(calibration.DEFAULT_KS)
     assert calibration.cached_cost_curve(model) == CostCurve((0, 1), (9.0, 18.0))
     path = cache_dir / "calibration" / f"{calibration.calibration_key(model)}-{kind}.json"
@@ -260,8 +213,7 @@ def test_a_curve_measured_on_a_slower_machine_is_reported_once(cache_dir, caplog
     path = cache_dir / "calibration" / f"{calibration.calibration_key(model)}-{kind}.json"
     path.parent.mkdir(parents=True)
     ks = list(calibration.DEFAULT_KS)
-    seconds = [10.0 + k for k in ks]  # 10 s a pass: no tiny model
-    path.write_text(json.dumps({"ks": ks, "seconds": seconds, "planned": [True] * len(ks)}))
+    path.write_text(json.dumps({"ks": ks, "seconds": [10.0 + k for k in ks]}))  # 10 s a pass: no tiny model
     calibration._MEMO.clear()
     gen = SpeculativeGenerator(model)
     prompt = torch.randint(0, 64, (1, 12), generator=torch.Generator().manual_seed(0))
@@ -272,17 +224,3 @@ def test_a_curve_measured_on_a_slower_machine_is_reported_once(cache_dir, caplog
     stale = [r for r in caplog.records if "draftless calibrate" in r.getMessage()]
     assert len(stale) == 1 and gen.proposer.cost.scale < 0.5
     calibration._MEMO.clear()
-
-
-def test_the_loop_follows_the_calibrated_forms(cache_dir, monkeypatch):
-    from draftless.integration import SpeculativeGenerator, speculative
-
-    model = tiny_model("llama")
-    seen = []
-    real = speculative.planned_linears
-    monkeypatch.setattr(speculative, "planned_linears",
-                        lambda m, plans, rows=None: seen.append(rows) or real(m, plans, rows))
-    gen = SpeculativeGenerator(model)
-    gen.generate(torch.randint(2, 64, (1, 12), generator=torch.Generator().manual_seed(0)), max_new_tokens=8)
-    assert seen == [calibration.cached_pass_calibration(model).plan_rows()]
-    assert len(seen[0]) == calibration.DEFAULT_KS[-1] + 2
