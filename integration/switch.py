@@ -12,8 +12,9 @@ _ATTR = "_draftless_generator"
 
 
 def enable(model, tokenizer=None, config=None):
-    """Route ``model.generate(...)`` through draftless. Calls that draftless cannot serve (sampling, beam
-    search, batches) go to the original ``generate`` unchanged, with a log line saying why."""
+    """Route ``model.generate(...)`` through draftless (greedy search and sampling). Calls that draftless cannot
+    serve (batches, beam search, contrastive search, DoLa, several sequences per prompt, ...) go to the original
+    ``generate`` unchanged, with a log line saying why."""
     if getattr(model, _ATTR, None) is not None:
         return model
     generator = SpeculativeGenerator(model, tokenizer=tokenizer, config=config)
