@@ -39,10 +39,10 @@ def _by_keyword(original, args, kwargs):
     ``SpeculativeGenerator.generate``'s."""
     if not args:
         return kwargs
-    params = inspect.signature(original).parameters
+    signature = inspect.signature(original)
     named = {}
-    for name, value in inspect.signature(original).bind_partial(*args, **kwargs).arguments.items():
-        if params[name].kind is inspect.Parameter.VAR_KEYWORD:
+    for name, value in signature.bind_partial(*args, **kwargs).arguments.items():
+        if signature.parameters[name].kind is inspect.Parameter.VAR_KEYWORD:
             named.update(value)
         else:
             named[name] = value

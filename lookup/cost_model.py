@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from draftless.index.validation import check_positive_int
+
 
 @dataclass(frozen=True, slots=True)
 class CostCurve:
@@ -59,8 +61,7 @@ class OnlineCost:
 
     def observe(self, k, seconds):
         """One pass over ``1 + k`` tokens took ``seconds`` (0, a clock too coarse to see it, is ignored)."""
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
-            raise ValueError(f"k must be a draft length >= 0, got {k!r}")
+        k = check_positive_int(k, "k", minimum=0)
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float, np.integer, np.floating)):
             raise TypeError(f"seconds must be a number, got {type(seconds).__name__}")
         if not (np.isfinite(seconds) and seconds >= 0):
