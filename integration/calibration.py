@@ -162,6 +162,7 @@ def recalibrate(model):
     """Measure this model/device/dtype/threads again, replacing what is cached: for a curve measured while the
     machine was busy or slow, whose shape the loop's online scaling keeps (``draftless calibrate``). Returns
     ``(curve, plans, inexact_drafts)``."""
+    kv_cache.check_model_cache(model)  # the calibration rolls the cache back as the loop does
     key = calibration_key(model)
     stale = list((cache_root() / "calibration").glob(f"{key}-*.json"))
     for path in stale:

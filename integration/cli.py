@@ -19,12 +19,15 @@ from .models import DTYPES, device_name
 
 def _load(args, parser):
     """``load_model`` for the command's options; a model or device that is not there is a usage error."""
+    from . import kv_cache
     from .models import load_model
 
     try:
-        return load_model(args.model, dtype=args.dtype, device=args.device)
-    except ValueError as err:
+        model, tokenizer = load_model(args.model, dtype=args.dtype, device=args.device)
+        kv_cache.check_model_cache(model)
+    except ValueError as err:  # UnsupportedGeneration too: a model whose cache cannot be rolled back
         parser.error(str(err))
+    return model, tokenizer
 
 
 def _generate(args, parser):

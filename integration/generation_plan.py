@@ -6,12 +6,15 @@ model's own ``generate``; what draftless cannot do yet is refused here with a ``
 """
 
 import inspect
+import logging
 from dataclasses import dataclass
 
 import torch
 from transformers import LogitsProcessorList, StoppingCriteriaList
 
 from .stop_strings import StopStringMatcher
+
+logger = logging.getLogger(__name__)
 
 _UNSUPPORTED = {
     "num_beams": (1, "beam search"),
@@ -138,12 +141,17 @@ def plan_generation(model, input_ids, attention_mask, generation_config, logits_
     has_default_min_length = (kwargs.get("min_length") is None
                               and (generation_config is None or generation_config.min_length is None)
                               and model.generation_config.min_length is None)
+    asked_no_cache = kwargs.get("use_cache") is False or getattr(generation_config, "use_cache", None) is False
     config, model_kwargs = model._prepare_generation_config(generation_config, **kwargs)
     for name, (allowed, what) in _UNSUPPORTED.items():
         if getattr(config, name, allowed) not in (allowed, None):
             raise UnsupportedGeneration(f"{what} ({name}={getattr(config, name)!r}) is not supported by draftless yet")
-    if config.use_cache is False:
-        raise ValueError("draftless needs the KV cache (use_cache=False)")
+    if asked_no_cache:
+        raise UnsupportedGeneration("use_cache=False asks for generation without a KV cache; draftless verifies "
+                                    "drafts against one")
+    if config.use_cache is False:  # the model's default (MPT's), not the caller's: a cache changes no token
+        logger.debug("draftless: the model's generation config sets use_cache=False; using a KV cache anyway")
+        config.use_cache = True
     if config.prompt_lookup_num_tokens is not None:
         raise UnsupportedGeneration("prompt_lookup_num_tokens selects transformers' own prompt lookup; draftless replaces it")
     _check_generation_mode(config)

@@ -14,6 +14,8 @@ from transformers.cache_utils import (
     Cache, DynamicCache, DynamicLayer, DynamicSlidingWindowLayer, StaticLayer, StaticSlidingWindowLayer,
 )
 
+from .generation_plan import UnsupportedGeneration
+
 
 class ReservedLayer(DynamicLayer):
     """A ``DynamicLayer`` whose keys and values are views of the first ``length`` positions of buffers with room
@@ -117,17 +119,37 @@ def new_cache(model, max_positions=None):
     return cache
 
 
+def layers_without_rollback(cache):
+    """``(index, type name)`` of each of ``cache``'s layers whose ``crop`` does not restore an earlier state
+    (recurrent and linear-attention states, quantised and offloaded layers): empty where every layer can be
+    rolled back."""
+    return [(i, type(layer).__name__) for i, layer in enumerate(cache.layers) if type(layer) not in _ROLLBACK_SAFE]
+
+
+def check_model_cache(model):
+    """Refuse, by name, a model whose own cache keeps a state that a rejected draft cannot be taken out of
+    (Mamba, RecurrentGemma, Falcon-H1 and other recurrent or linear-attention layers)."""
+    blocked = layers_without_rollback(new_cache(model))
+    if blocked:
+        names = ", ".join(sorted({name for _, name in blocked}))
+        raise UnsupportedGeneration(
+            f"{type(model).__name__} keeps a recurrent or linear-attention state ({names}) that cannot be rolled "
+            f"back after a rejected draft, so draftless cannot verify drafts on it; use its own generate")
+
+
 def check_rollback(cache, max_positions):
     """Raise ``ValueError`` unless ``cache`` is empty and can be cropped back after any pass that writes up to
     ``max_positions`` positions in all."""
     if not isinstance(cache, Cache):
         raise TypeError(f"cache must be a transformers Cache, got {type(cache).__name__}")
+    blocked = layers_without_rollback(cache)  # first: such layers may lack get_seq_length
+    if blocked:
+        i, name = blocked[0]
+        raise ValueError(f"cache layer {i} ({name}) cannot be rolled back after a rejected draft; use a "
+                         "DynamicCache or a StaticCache")
     if cache.get_seq_length() != 0:
         raise ValueError("cache must be empty: draftless cannot continue from a pre-filled cache")
     for i, layer in enumerate(cache.layers):
-        if type(layer) not in _ROLLBACK_SAFE:
-            raise ValueError(f"cache layer {i} ({type(layer).__name__}) cannot be rolled back after a rejected "
-                             "draft; use a DynamicCache or a StaticCache")
         if isinstance(layer, StaticSlidingWindowLayer):
             if not layer.is_croppable or max_positions > layer.max_cache_len:
                 raise ValueError(

@@ -27,6 +27,7 @@ from .attention import grouped_query_sdpa
 from .calibration import cached_cost_curve, cached_inexact_drafts, cached_linear_plans, checks_pass_lengths
 from .linear_plan import planned_linears
 from .pass_check import MAX_DRAFT, exact_length, full_precision
+from . import kv_cache
 from .generation_plan import plan_generation, positions_left
 from .stats import StatsRecorder
 from .verifier import Verifier
@@ -52,6 +53,7 @@ class SpeculativeGenerator:
             raise TypeError("model must be a transformers causal language model")
         if config is not None and not isinstance(config, (AdaptiveConfig, DraftConfig)):
             raise TypeError(f"config must be an AdaptiveConfig or a DraftConfig, got {type(config).__name__}")
+        kv_cache.check_model_cache(model)  # before any calibration runs the model
         self.model = model
         self.tokenizer = tokenizer
         self.config = config if config is not None else AdaptiveConfig()

@@ -38,6 +38,21 @@ class WrongProposer(OracleProposer):
         return (true + 1) % self.vocab
 
 
+class PartlyWrongProposer(OracleProposer):
+    """Drafts the true continuation with one token made wrong, at position 0, 1, 2, ... of successive drafts
+    in turn: each pass accepts a prefix and rejects the rest, at a different point every time."""
+
+    def __init__(self, reference, vocab, length=6):
+        super().__init__(reference, length)
+        self.vocab = vocab
+
+    def propose(self, max_tokens):
+        draft = super().propose(max_tokens).copy()
+        wrong = (len(self.requests) - 1) % self.length
+        if wrong < draft.size:
+            draft[wrong] = (draft[wrong] + 1) % self.vocab
+        return draft
+
 
 
 class GreedyDraftProposer:

@@ -5,7 +5,7 @@ import torch
 from transformers import StaticCache, StoppingCriteria, StoppingCriteriaList
 from transformers.generation.utils import GenerateDecoderOnlyOutput
 
-from draftless.integration import SpeculativeGenerator, generate
+from draftless.integration import SpeculativeGenerator, UnsupportedGeneration, enable, generate, is_enabled
 
 from draftless.lookup import NullProposer
 
@@ -242,6 +242,29 @@ def test_prefilled_cache_is_refused():
     model(repetitive_prompt(5), cache=cache, use_cache=True)
     with pytest.raises(ValueError, match="empty"):
         generate(model, repetitive_prompt(10), max_new_tokens=5, cache=cache)
+
+
+@pytest.mark.parametrize("kind", ["mamba", "recurrent_gemma"])
+def test_a_model_with_a_recurrent_state_is_refused_by_name(kind):
+    model = tiny_model(kind)
+    name = type(model).__name__
+    with pytest.raises(UnsupportedGeneration, match=f"{name} keeps a recurrent or linear-attention state"):
+        SpeculativeGenerator(model)  # before any calibration runs it
+    with pytest.raises(UnsupportedGeneration, match=name):
+        enable(model)  # not a silent fall-back on every call
+    assert not is_enabled(model)
+
+
+def test_a_model_whose_config_turns_the_cache_off_is_served_exactly():
+    model = tiny_model("mpt")
+    assert model.generation_config.use_cache is False
+    ids = repetitive_prompt(25, seed=3)
+    ref = vanilla(model, ids, max_new_tokens=40, eos_token_id=None)
+    gen = SpeculativeGenerator(model)
+    assert torch.equal(gen.generate(ids, max_new_tokens=40, eos_token_id=None), ref)
+    assert gen.last_stats.accepted > 0
+    with pytest.raises(UnsupportedGeneration, match="use_cache=False"):  # the caller's own choice is refused
+        gen.generate(ids, max_new_tokens=5, use_cache=False)
 
 
 @pytest.mark.parametrize("kwargs, word", [

@@ -94,6 +94,11 @@ def test_enable_disable_round_trip(caplog):
     with caplog.at_level(logging.INFO, logger="draftless"):
         beams = model.generate(ids, num_beams=2, max_new_tokens=5)  # not served: handed back to transformers
     assert beams.shape == (1, 25) and "falling back" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="draftless"):  # no KV cache, as asked: transformers serves it
+        assert torch.equal(model.generate(ids, do_sample=False, max_new_tokens=30, eos_token_id=None,
+                                          use_cache=False), ref)
+    assert "use_cache=False" in caplog.text
     disable(model)
     assert not is_enabled(model) and model.generate.__func__ is original
     disable(model)  # a second disable is a no-op
@@ -170,3 +175,10 @@ def test_cli_generate_streams_and_reports(tmp_path, capsys):
         with pytest.raises(SystemExit) as exit_:
             main(["generate", "--model", str(tmp_path / "m"), "--prompt-file", str(prompt), *bad])
         assert exit_.value.code == 2 and word in capsys.readouterr().err  # a usage error, not a traceback
+    ssm = tiny_model("mamba", vocab=len(tok))  # a model draftless cannot serve is named, for both commands
+    ssm.save_pretrained(tmp_path / "ssm")
+    tok.save_pretrained(tmp_path / "ssm")
+    for command in (["generate", "--prompt-file", str(prompt)], ["calibrate"]):
+        with pytest.raises(SystemExit) as exit_:
+            main([*command, "--model", str(tmp_path / "ssm")])
+        assert exit_.value.code == 2 and "MambaForCausalLM keeps a recurrent" in capsys.readouterr().err

@@ -2,8 +2,9 @@
 
 import torch
 from transformers import (
-    Gemma3ForCausalLM, Gemma3TextConfig, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
-    Qwen2Config, Qwen2ForCausalLM,
+    Gemma3ForCausalLM, Gemma3TextConfig, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, MambaConfig,
+    MambaForCausalLM, MptConfig, MptForCausalLM, Qwen2Config, Qwen2ForCausalLM, RecurrentGemmaConfig,
+    RecurrentGemmaForCausalLM,
 )
 
 VOCAB = 96
@@ -11,7 +12,8 @@ SLIDING_WINDOW = 8
 
 
 def tiny_model(kind, seed=0, vocab=VOCAB):
-    """A small fp32 model of ``kind`` (llama, gemma3, qwen2, gpt2) whose EOS (id 1) is left reachable only
+    """A small fp32 model of ``kind`` (llama, gemma3, qwen2, gpt2; mpt, mamba and recurrent_gemma for the
+    cache checks) whose EOS (id 1) is left reachable only
     when a test asks for it: pass ``eos_token_id=None`` to generate to run to the end."""
     torch.manual_seed(seed)
     common = dict(vocab_size=vocab, bos_token_id=0, eos_token_id=1, pad_token_id=None)
@@ -33,6 +35,14 @@ def tiny_model(kind, seed=0, vocab=VOCAB):
     elif kind == "gpt2":
         config = GPT2Config(n_embd=32, n_layer=2, n_head=4, n_positions=512, **common)
         model = GPT2LMHeadModel(config)
+    elif kind == "mpt":  # its config turns the KV cache off by default
+        model = MptForCausalLM(MptConfig(d_model=32, n_layers=2, n_heads=4, **common))
+    elif kind == "mamba":  # a recurrent state, which no rejected draft can be cropped out of
+        model = MambaForCausalLM(MambaConfig(hidden_size=32, num_hidden_layers=2, state_size=4, **common))
+    elif kind == "recurrent_gemma":
+        model = RecurrentGemmaForCausalLM(RecurrentGemmaConfig(
+            hidden_size=32, intermediate_size=64, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+            head_dim=8, lru_width=32, attention_window_size=8, **common))
     else:
         raise ValueError(kind)
     model.generation_config.pad_token_id = None
