@@ -78,3 +78,23 @@ def test_equal_to_generate_in_every_family(family):
     assert torch.equal(forced.generate(ids, max_new_tokens=40, eos_token_id=None), ref)
     stats = forced.last_stats  # every pass rejected a draft's tail, at each of its positions in turn
     assert stats.accepted > 0 and stats.drafted - stats.accepted >= stats.passes - 1
+
+
+def test_a_multimodal_model_generating_text_only():
+    """Gemma 3 from 4B up loads as ``Gemma3ForConditionalGeneration``: text prompts go through it unchanged."""
+    text = dict(COMMON, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, head_dim=8, sliding_window=8)
+    vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4, image_size=28,
+                  patch_size=14)
+    torch.manual_seed(0)
+    config = transformers.Gemma3Config(text_config=text, vision_config=vision, mm_tokens_per_image=4,
+                                       image_token_index=VOCAB - 1, boi_token_index=VOCAB - 2,
+                                       eoi_token_index=VOCAB - 3)
+    model = transformers.Gemma3ForConditionalGeneration(config).eval()
+    model.generation_config.pad_token_id = None
+    ids = repetitive_prompt(25, seed=3, vocab=VOCAB - 3)  # no image tokens
+    ref = model.generate(ids, do_sample=False, max_new_tokens=40, eos_token_id=None)
+    wrong = PartlyWrongProposer(ref[0].tolist(), VOCAB - 3)  # a wrong draft token is never an image token
+    forced = SpeculativeGenerator(model, proposer=wrong)
+    assert torch.equal(forced.generate(ids, max_new_tokens=40, eos_token_id=None), ref)
+    assert torch.equal(SpeculativeGenerator(model).generate(ids, max_new_tokens=40, eos_token_id=None), ref)

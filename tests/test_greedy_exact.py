@@ -255,6 +255,15 @@ def test_a_model_with_a_recurrent_state_is_refused_by_name(kind):
     assert not is_enabled(model)
 
 
+def test_an_encoder_decoder_model_is_refused_by_name():
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    model = T5ForConditionalGeneration(T5Config(vocab_size=VOCAB, d_model=32, d_ff=64, num_layers=1, num_heads=4,
+                                                d_kv=8, decoder_start_token_id=0))
+    with pytest.raises(UnsupportedGeneration, match="T5ForConditionalGeneration is an encoder-decoder"):
+        SpeculativeGenerator(model)
+
+
 def test_a_model_whose_config_turns_the_cache_off_is_served_exactly():
     model = tiny_model("mpt")
     assert model.generation_config.use_cache is False
