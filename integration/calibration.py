@@ -3,8 +3,9 @@ seconds of one verification pass over 1 + k tokens (measured with those forms in
 
 Measured once for the actual model, device, dtype and thread count (on the 2-core CPU used here, on a slow
 day, 11 s for SmolLM2-135M's linear plans and 32 s for its curve, 26 s and 44 s for Gemma 3 270M's) and cached
-on disk under the user cache dir, keyed by all four (and the torch version): a changed dtype or thread count
-recalibrates. The adaptive policy then scales the curve online by the passes the run makes.
+on disk under the user cache dir, keyed by all four (and the torch version, and the processor or GPU behind
+the device): a changed dtype, thread count or machine recalibrates. The adaptive policy then scales the curve
+online by the passes the run makes.
 """
 
 import functools
@@ -12,6 +13,7 @@ import hashlib
 import json
 import logging
 import os
+import platform
 import time
 
 import torch
@@ -35,13 +37,38 @@ METHOD_VERSION = 4  # bumped when the measurement changes, so that curves measur
 CURVE_VERSION = 3
 
 
+def processor_identity(device):
+    """What names the hardware behind ``device``: the GPU's name, or on the CPU the processor's model name,
+    the vector instructions torch uses and the core count. A cache directory shared by two machines (a
+    network home, a copied image) then keeps a curve and plans for each instead of handing one's to the
+    other."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    if device.type != "cpu":
+        return device.type
+    return f"{_cpu_model_name()}|{torch.backends.cpu.get_cpu_capability()}|{os.cpu_count()}"
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_model_name():
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def calibration_key(model):
-    """What the curve depends on: the architecture, device, dtype, thread count, torch version and, where not
-    the default, the float32 matmul precision."""
+    """What the curve depends on: the architecture, device (and the hardware behind it), dtype, thread count,
+    torch version and, where not the default, the float32 matmul precision."""
     parts = {
         "config": model.config.to_json_string(use_diff=False),
-        "device": str(model.device), "dtype": str(model.dtype), "threads": torch.get_num_threads(),
-        "torch": torch.__version__, "method": METHOD_VERSION,
+        "device": str(model.device), "processor": processor_identity(model.device), "dtype": str(model.dtype),
+        "threads": torch.get_num_threads(), "torch": torch.__version__, "method": METHOD_VERSION,
     }
     if torch.get_float32_matmul_precision() != "highest":  # TF32 / bf16 products: other timings, other rounding
         parts["matmul_precision"] = torch.get_float32_matmul_precision()

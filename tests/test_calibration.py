@@ -1,6 +1,7 @@
 """The cost-curve calibration and its on-disk cache (no timing assertions: only shape and keys)."""
 
 import json
+import os
 
 import pytest
 import torch
@@ -64,6 +65,18 @@ def test_cache_is_reused_and_keyed_by_dtype_and_threads(cache_dir, monkeypatch):
     assert len(calls) == 2
     calibration.cached_cost_curve(model.to(torch.float64))  # another dtype: measured again
     assert len(calls) == 3
+    model.to(torch.float32)
+    assert calibration.cached_cost_curve(model) == first and len(calls) == 3
+    # the same cache directory on another machine (a network home): measured again there
+    monkeypatch.setattr(calibration, "_cpu_model_name", lambda: "Another CPU")
+    calibration.cached_cost_curve(model)
+    assert len(calls) == 4
+
+
+def test_processor_identity_names_the_hardware():
+    cpu = calibration.processor_identity("cpu")
+    assert cpu.endswith(f"|{os.cpu_count()}") and torch.backends.cpu.get_cpu_capability() in cpu
+    assert calibration.processor_identity(torch.device("meta")) == "meta"
 
 
 def test_unreadable_cache_file_is_measured_again(cache_dir, monkeypatch):
