@@ -7,6 +7,7 @@ model's own ``generate``; what draftless cannot do yet is refused here with a ``
 
 import inspect
 import logging
+import numbers
 from dataclasses import dataclass
 
 import torch
@@ -143,6 +144,10 @@ def plan_generation(model, input_ids, attention_mask, generation_config, logits_
                               and model.generation_config.min_length is None)
     asked_no_cache = kwargs.get("use_cache") is False or getattr(generation_config, "use_cache", None) is False
     config, model_kwargs = model._prepare_generation_config(generation_config, **kwargs)
+    for name in ("max_new_tokens", "max_length", "min_new_tokens", "min_length"):  # generate runs on with 2.5
+        value = getattr(config, name, None)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
+            raise TypeError(f"{name} must be an int, got {value!r}")
     for name, (allowed, what) in _UNSUPPORTED.items():
         if getattr(config, name, allowed) not in (allowed, None):
             raise UnsupportedGeneration(f"{what} ({name}={getattr(config, name)!r}) is not supported by draftless yet")
