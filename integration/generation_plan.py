@@ -142,7 +142,8 @@ def plan_generation(model, input_ids, attention_mask, generation_config, logits_
     has_default_min_length = (kwargs.get("min_length") is None
                               and (generation_config is None or generation_config.min_length is None)
                               and model.generation_config.min_length is None)
-    asked_no_cache = kwargs.get("use_cache") is False or getattr(generation_config, "use_cache", None) is False
+    asked_no_cache = kwargs.get("use_cache") is False or (  # the caller's choice, not the model's default
+        generation_config is not model.generation_config and getattr(generation_config, "use_cache", None) is False)
     config, model_kwargs = model._prepare_generation_config(generation_config, **kwargs)
     for name in ("max_new_tokens", "max_length", "min_new_tokens", "min_length"):  # generate runs on with 2.5
         value = getattr(config, name, None)

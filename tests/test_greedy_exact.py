@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from transformers import StaticCache, StoppingCriteria, StoppingCriteriaList
+from transformers import GenerationConfig, StaticCache, StoppingCriteria, StoppingCriteriaList
 from transformers.generation.utils import GenerateDecoderOnlyOutput
 
 from draftless.integration import SpeculativeGenerator, UnsupportedGeneration, enable, generate, is_enabled
@@ -272,8 +272,13 @@ def test_a_model_whose_config_turns_the_cache_off_is_served_exactly():
     gen = SpeculativeGenerator(model)
     assert torch.equal(gen.generate(ids, max_new_tokens=40, eos_token_id=None), ref)
     assert gen.last_stats.accepted > 0
-    with pytest.raises(UnsupportedGeneration, match="use_cache=False"):  # the caller's own choice is refused
+    # the model's own config passed back in is still its default; the caller's own choice is refused
+    assert torch.equal(gen.generate(ids, generation_config=model.generation_config, max_new_tokens=40,
+                                    eos_token_id=None), ref)
+    with pytest.raises(UnsupportedGeneration, match="use_cache=False"):
         gen.generate(ids, max_new_tokens=5, use_cache=False)
+    with pytest.raises(UnsupportedGeneration, match="use_cache=False"):
+        gen.generate(ids, generation_config=GenerationConfig(use_cache=False, max_new_tokens=5))
 
 
 @pytest.mark.parametrize("kwargs, word", [
