@@ -7,7 +7,7 @@ model's own ``generate``; what draftless cannot do yet is refused here with a ``
 
 import inspect
 import logging
-import numbers
+import math
 from dataclasses import dataclass
 
 import torch
@@ -145,10 +145,6 @@ def plan_generation(model, input_ids, attention_mask, generation_config, logits_
     asked_no_cache = kwargs.get("use_cache") is False or (  # the caller's choice, not the model's default
         generation_config is not model.generation_config and getattr(generation_config, "use_cache", None) is False)
     config, model_kwargs = model._prepare_generation_config(generation_config, **kwargs)
-    for name in ("max_new_tokens", "max_length", "min_new_tokens", "min_length"):  # generate runs on with 2.5
-        value = getattr(config, name, None)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
-            raise TypeError(f"{name} must be an int, got {value!r}")
     for name, (allowed, what) in _UNSUPPORTED.items():
         if getattr(config, name, allowed) not in (allowed, None):
             raise UnsupportedGeneration(f"{what} ({name}={getattr(config, name)!r}) is not supported by draftless yet")
@@ -185,8 +181,9 @@ def plan_generation(model, input_ids, attention_mask, generation_config, logits_
     eos = config._eos_token_tensor
     eos_ids = frozenset() if eos is None else frozenset(int(t) for t in eos.flatten().tolist())
     stop_strings = config.stop_strings
+    # generate stops once the length reaches max_length, so a budget of 2.5 new tokens runs 3 of them
     return GenerationPlan(
-        input_ids=input_ids, attention_mask=attention_mask, max_length=int(config.max_length),
+        input_ids=input_ids, attention_mask=attention_mask, max_length=math.ceil(config.max_length),
         eos_token_ids=eos_ids, processors=processors,
         stopping_criteria=stopping_criteria if stopping_criteria is not None else StoppingCriteriaList(),
         stop_strings=StopStringMatcher(stop_strings, tokenizer) if stop_strings else None,

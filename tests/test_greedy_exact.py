@@ -294,11 +294,13 @@ def test_unsupported_modes_raise_clearly(kwargs, word):
         generate(tiny_model("llama"), repetitive_prompt(10), max_new_tokens=5, **kwargs)
 
 
-@pytest.mark.parametrize("name, value", [("max_new_tokens", 2.5), ("max_new_tokens", True), ("max_length", 30.0),
-                                         ("min_new_tokens", "3")])
-def test_lengths_that_are_not_ints_are_refused_by_name(name, value):
-    with pytest.raises(TypeError, match=f"{name} must be an int"):  # generate would run 3 tokens for 2.5
-        generate(tiny_model("llama"), repetitive_prompt(10), **{"max_new_tokens": 5, name: value})
+@pytest.mark.parametrize("lengths", [{"max_new_tokens": 2.5}, {"max_new_tokens": 5.0}, {"max_new_tokens": True},
+                                     {"max_length": 13.5}])
+def test_lengths_that_are_not_ints_run_as_generate_runs_them(lengths):
+    model = tiny_model("llama")
+    ids = repetitive_prompt(10)
+    ref = vanilla(model, ids, eos_token_id=None, **lengths)  # 2.5 new tokens: 3, as the length reaches 12.5
+    assert torch.equal(generate(model, ids, eos_token_id=None, **lengths), ref)
 
 
 def test_batch_and_bad_input_ids_raise_clearly():
