@@ -14,6 +14,7 @@ distribution as ``model.generate(do_sample=True)`` (see ``acceptance.sample_acce
 
 import functools
 import logging
+import threading
 import time
 
 import numpy as np
@@ -75,13 +76,22 @@ class SpeculativeGenerator:
         self.linear_plans = cached_linear_plans(model)
         self.last_stats = None
         self._warned_stale = False
+        self._lock = threading.Lock()
 
-    @torch.no_grad()
     def generate(self, input_ids=None, attention_mask=None, generation_config=None, logits_processor=None,
                  stopping_criteria=None, streamer=None, *, seed=None, generator=None, **kwargs):
         """``model.generate``'s arguments and return value. Sampling (``do_sample=True``) draws from
         ``generator`` (a ``torch.Generator``) or from one seeded with ``seed``; with neither, from one seeded by
-        torch's global RNG, so ``torch.manual_seed`` makes runs repeatable as it does for transformers."""
+        torch's global RNG, so ``torch.manual_seed`` makes runs repeatable as it does for transformers. Calls
+        from several threads run one at a time: the proposer holds one request's index and acceptance counts
+        (interleaved, each request would draft from the other's text, and ``last_stats`` mix them)."""
+        with self._lock:
+            return self._generate(input_ids, attention_mask, generation_config, logits_processor,
+                                  stopping_criteria, streamer, seed=seed, generator=generator, **kwargs)
+
+    @torch.no_grad()
+    def _generate(self, input_ids, attention_mask, generation_config, logits_processor, stopping_criteria,
+                  streamer, *, seed, generator, **kwargs):
         if input_ids is None:
             input_ids = kwargs.pop("inputs", None)
         if input_ids is None:

@@ -1,6 +1,8 @@
 """Stop strings, custom stopping criteria, the enable/disable switch, load_model's errors and the stats."""
 
 import logging
+import threading
+import time
 
 import pytest
 import torch
@@ -10,6 +12,7 @@ from draftless.integration import (
     GenerationStats, SpeculativeGenerator, disable, enable, generate, is_enabled, load_model, stats,
 )
 from draftless.integration.models import BundledModel
+from draftless.lookup import NullProposer
 
 from proposers import OracleProposer
 from tiny_models import repetitive_prompt, tiny_model, tiny_tokenizer
@@ -182,3 +185,41 @@ def test_cli_generate_streams_and_reports(tmp_path, capsys):
         with pytest.raises(SystemExit) as exit_:
             main([*command, "--model", str(tmp_path / "ssm")])
         assert exit_.value.code == 2 and "MambaForCausalLM keeps a recurrent" in capsys.readouterr().err
+
+
+class OwnedProposer(NullProposer):
+    """Drafts nothing; notes every call made from a thread other than the one whose request it was reset for."""
+
+    def __init__(self):
+        self.owner, self.foreign = None, 0
+
+    def reset(self, tokens):
+        self.owner = threading.get_ident()
+
+    def update(self, tokens):
+        self.foreign += self.owner != threading.get_ident()
+
+    def propose(self, max_tokens):
+        time.sleep(0.001)  # room for another thread to start a request in between
+        self.foreign += self.owner != threading.get_ident()
+        return super().propose(max_tokens)
+
+
+def test_calls_from_several_threads_run_one_at_a_time():
+    model = tiny_model("llama")
+    prompts = [repetitive_prompt(12, seed=s) for s in range(4)]
+    refs = [model.generate(p, do_sample=False, max_new_tokens=20, eos_token_id=None) for p in prompts]
+    proposer = OwnedProposer()
+    gen = SpeculativeGenerator(model, proposer=proposer)
+    outputs = {}
+
+    def serve(i):
+        outputs[i] = gen.generate(prompts[i], max_new_tokens=20, eos_token_id=None)
+
+    threads = [threading.Thread(target=serve, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert proposer.foreign == 0  # no request's proposer calls interleaved with another's
+    assert all(torch.equal(outputs[i], refs[i]) for i in range(4))
