@@ -162,8 +162,8 @@ def _csv(value, allowed, what):
     return items
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.splitlines()[0])
+def main(argv=None, prog="python -m benchmarks.run"):
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="gemma-3-270m")
     parser.add_argument("--suite", default=",".join(SUITES), type=lambda v: _csv(v, SUITES, "suite"))
     allowed = DEFAULT_METHODS + tuple(m for m in METHODS if m not in DEFAULT_METHODS)  # oracle_k*, draftless_quick

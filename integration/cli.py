@@ -75,7 +75,7 @@ def main(argv=None):
     if argv[:1] == ["bench"]:
         from draftless.benchmarks.run import main as bench_main
 
-        bench_main(argv[1:])
+        bench_main(argv[1:], prog="draftless bench")
         return
     parser = argparse.ArgumentParser(prog="draftless", description="Faster generation with no draft model.")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -109,6 +109,11 @@ def test_bad_options_are_refused(tiny_dir, capsys):
         assert exit_.value.code == 2 and word in capsys.readouterr().err
     with pytest.raises(ValueError, match="repeats"):
         run_benchmark(str(tiny_dir), ["code_edit"], ["draftless"], 1, 4, progress=False, repeats=0)
+    from draftless.integration.cli import main as cli_main
+
+    with pytest.raises(SystemExit) as exit_:  # the same options through the CLI, named as the user typed them
+        cli_main(["bench", "--model", str(tiny_dir), "--suite", "poetry"])
+    assert exit_.value.code == 2 and "usage: draftless bench" in capsys.readouterr().err
 
 
 def test_repeats_pool_every_run_of_a_prompt(tiny_dir):
