@@ -213,6 +213,8 @@ def _generator(generator, seed, device):
         seed = int(torch.randint(0, 2**62, ()))  # follows torch.manual_seed
     elif isinstance(seed, bool) or not isinstance(seed, int):
         raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    elif not -2**63 <= seed < 2**64:  # what torch's manual_seed takes
+        raise ValueError(f"seed must lie in [-2**63, 2**64), got {seed}")
     return torch.Generator(device=device).manual_seed(seed)
 
 

@@ -196,6 +196,9 @@ def test_seed_and_generator_make_runs_repeatable(model):
         run(seed=1, generator=torch.Generator())
     with pytest.raises(TypeError, match="seed"):
         run(seed="1")
+    with pytest.raises(ValueError, match="seed must lie in"):  # not torch's "Overflow when unpacking long long"
+        run(seed=2**70)
+    assert torch.equal(run(seed=2**64 - 1), run(seed=2**64 - 1)) and run(seed=-2**63).shape == first.shape
 
 
 def test_eos_and_budget_under_sampling(model):
