@@ -18,6 +18,7 @@ from draftless.index import SuffixIndex
 from draftless.index.validation import as_token_array, check_positive_int
 
 from .acceptance_model import DEFAULT_PRIOR, LENGTH_EDGES, AcceptanceModel
+from .config import check_max_draft
 from .copy_regime import CopyRegime
 from .cost_model import CostCurve, OnlineCost
 from .occurrence import OccurrenceChooser, agreement, periodic_continuation, rule_ends, source_end
@@ -70,7 +71,7 @@ class AdaptiveConfig:
     run, Gemma -0.9% to +6.1% (multi_turn +6.1%, the H200 runs +3.3% to +5.3%), SmolLM2 -1.4% to +0.5%.
     """
 
-    max_draft: int = 64  # the largest draft ever proposed
+    max_draft: int = 64  # the largest draft ever proposed (at most 1024)
     min_match: int = 1  # shorter matches are never drafted from
     # which earlier occurrence supplies the continuation: "learned" (per request, "frequent" or the earliest
     # occurrence of the last 5 tokens, whichever the request's own passes favour; see ``occurrence``),
@@ -90,7 +91,8 @@ class AdaptiveConfig:
     periodic: bool = True
 
     def __post_init__(self):
-        for name in ("max_draft", "min_match", "copy_length"):
+        check_max_draft(self.max_draft)
+        for name in ("min_match", "copy_length"):
             check_positive_int(getattr(self, name), name)
         for name in ("prior_strength", "forgetting", "copy_share", "copy_memory", "occurrence_memory",
                      "occurrence_margin"):

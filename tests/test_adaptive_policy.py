@@ -161,7 +161,7 @@ def test_acceptance_model_learns_and_forgets():
 
 
 @pytest.mark.parametrize("kwargs, error", [
-    ({"max_draft": 0}, ValueError), ({"min_match": 1.5}, TypeError), ({"occurrence": "nearest"}, ValueError),
+    ({"max_draft": 0}, ValueError), ({"max_draft": 1025}, ValueError), ({"min_match": 1.5}, TypeError), ({"occurrence": "nearest"}, ValueError),
     ({"prior_strength": 0}, ValueError), ({"forgetting": 1.5}, ValueError), ({"prior": (0.5,) * 3}, ValueError),
     ({"prior": (1.0,) * 12}, ValueError), ({"copy_length": 0}, ValueError), ({"copy_share": 1.5}, ValueError),
     ({"copy_memory": 0.0}, ValueError), ({"periodic": 1}, TypeError), ({"periodic": "yes"}, TypeError),

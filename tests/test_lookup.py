@@ -16,7 +16,8 @@ import naive
 def test_default_config_and_validation():
     assert DraftConfig() == DraftConfig(min_match=2, max_draft=16, occurrence="recent")
     for kwargs, error in [({"min_match": 0}, ValueError), ({"max_draft": 2.0}, TypeError),
-                          ({"occurrence": "oldest"}, ValueError), ({"min_match": True}, TypeError)]:
+                          ({"occurrence": "oldest"}, ValueError), ({"min_match": True}, TypeError),
+                          ({"max_draft": 10**9}, ValueError)]:  # not a run that allocates by it
         with pytest.raises(error, match=next(iter(kwargs))):
             DraftConfig(**kwargs)
     with pytest.raises(TypeError, match="config"):
