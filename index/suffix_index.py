@@ -192,6 +192,8 @@ class SuffixIndex:
 
     @classmethod
     def load(cls, path):
+        """The index saved at ``path``, built again from its tokens and compared whole with what was saved: a
+        ``ValueError`` names the file if anything differs."""
         from .storage import load_index
 
         return load_index(cls, path)
@@ -206,16 +208,6 @@ class SuffixIndex:
         m = self._meta
         return (self._tokens[: m[L.N_TOKENS]], self._nodes[: m[L.N_STATES]], self._edges[: m[L.N_EDGES]],
                 self._meta)
-
-    def _restore(self, tokens, nodes, edges, meta):
-        self._tokens = np.ascontiguousarray(tokens, dtype=np.int32)
-        self._nodes = np.ascontiguousarray(nodes, dtype=np.int32)
-        self._edges = np.ascontiguousarray(edges, dtype=np.int32)
-        self._meta = np.array(meta, dtype=np.int64)
-        size = 32
-        while len(edges) > L.MAX_TABLE_LOAD * size:
-            size *= 2
-        self._table = rebuild_table(self._nodes, self._edges, self._tokens, len(edges), size)
 
     def __repr__(self):
         return (f"SuffixIndex(tokens={len(self)}, states={self.num_states}, edges={self.num_edges}, "
