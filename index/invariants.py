@@ -72,7 +72,12 @@ def check_index(index, sample=256):
         v = int(nodes[last, L.LINK])
         _require(int(meta[L.MATCH_STATE]) == v and int(meta[L.MATCH_LEN]) == nodes[v, L.LEN],
                  "the recorded match is the suffix link of the last state")
-    for v in np.unique(np.linspace(1, ns - 1, num=min(sample, ns - 1), dtype=np.int64)) if ns > 1 else ():
+    sampled = np.unique(np.linspace(1, ns - 1, num=min(sample, ns - 1), dtype=np.int64)) if ns > 1 else []
+    budget = max(4 * n, 2**20)  # tokens walked in all, the shortest sampled strings first: linear in n
+    for v in sorted(sampled, key=lambda state: nodes[state, L.LEN]):
         end, ln = int(nodes[v, L.FIRST]), int(nodes[v, L.LEN])
+        budget -= ln
+        if budget < 0:
+            break
         _require(_walk(index._nodes, index._edges, index._table, index._tokens, end - ln + 1, end + 1) == v,
                  f"state {v} is reached by its longest string")
