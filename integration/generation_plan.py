@@ -159,7 +159,7 @@ def plan_generation(model, input_ids, attention_mask, generation_config, logits_
     _check_generation_mode(config)
     extra = set(model_kwargs) - {"attention_mask", "use_cache", "logits_to_keep"}
     if extra:
-        raise ValueError(f"unsupported generate arguments: {sorted(extra)}")
+        raise UnsupportedGeneration(f"unsupported generate arguments: {sorted(extra)}")  # enable: transformers
     if attention_mask is None:
         attention_mask = model_kwargs.get("attention_mask")
     model._prepare_special_tokens(config, attention_mask is not None, device=model.device)

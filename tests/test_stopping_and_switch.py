@@ -105,6 +105,14 @@ def test_enable_disable_round_trip(caplog):
     disable(model)
     assert not is_enabled(model) and model.generate.__func__ is original
     disable(model)  # a second disable is a no-op
+    gpt2 = enable(tiny_model("gpt2"))  # model inputs draftless does not pass on go to transformers, which serves them
+    types = torch.zeros_like(ids)
+    with caplog.at_level(logging.INFO, logger="draftless"):
+        served = gpt2.generate(ids, token_type_ids=types, do_sample=False, max_new_tokens=10, eos_token_id=None)
+    assert "token_type_ids" in caplog.text
+    disable(gpt2)
+    assert torch.equal(served, gpt2.generate(ids, token_type_ids=types, do_sample=False, max_new_tokens=10,
+                                             eos_token_id=None))
 
 
 def test_load_model_errors(tmp_path):
