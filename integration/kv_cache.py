@@ -127,8 +127,12 @@ def layers_without_rollback(cache):
 
 
 def check_model_cache(model):
-    """Refuse, by name, a model whose own cache keeps a state that a rejected draft cannot be taken out of
-    (Mamba, RecurrentGemma, Falcon-H1 and other recurrent or linear-attention layers)."""
+    """Refuse, by name, a model whose own cache is not one decoder's that a rejected draft can be taken out of:
+    an encoder-decoder's (T5), or one that keeps a recurrent or linear-attention state (Mamba, RecurrentGemma,
+    Falcon-H1)."""
+    if getattr(getattr(model, "config", None), "is_encoder_decoder", False):
+        raise UnsupportedGeneration(f"{type(model).__name__} is an encoder-decoder model; draftless serves "
+                                    f"decoder-only causal language models")
     blocked = layers_without_rollback(new_cache(model))
     if blocked:
         names = ", ".join(sorted({name for _, name in blocked}))

@@ -29,7 +29,7 @@ from .calibration import cached_cost_curve, cached_inexact_drafts, cached_linear
 from .linear_plan import planned_linears
 from .pass_check import MAX_DRAFT, exact_length, full_precision
 from . import kv_cache
-from .generation_plan import UnsupportedGeneration, plan_generation, positions_left
+from .generation_plan import plan_generation, positions_left
 from .stats import StatsRecorder
 from .verifier import Verifier
 
@@ -54,9 +54,6 @@ class SpeculativeGenerator:
             raise TypeError("model must be a transformers causal language model")
         if config is not None and not isinstance(config, (AdaptiveConfig, DraftConfig)):
             raise TypeError(f"config must be an AdaptiveConfig or a DraftConfig, got {type(config).__name__}")
-        if getattr(getattr(model, "config", None), "is_encoder_decoder", False):
-            raise UnsupportedGeneration(f"{type(model).__name__} is an encoder-decoder model; draftless serves "
-                                        f"decoder-only causal language models")
         kv_cache.check_model_cache(model)  # before any calibration runs the model
         self.model = model
         self.tokenizer = tokenizer
