@@ -166,6 +166,9 @@ def plan_generation(model, input_ids, attention_mask, generation_config, logits_
     if attention_mask is None:  # as generate does: pad tokens in the prompt are masked out
         attention_mask = model._prepare_attention_mask_for_generation(input_ids, config, {})
     attention_mask = attention_mask.to(model.device)
+    if cache is not None and attention_mask.shape[1] > input_ids.shape[1]:  # generate's other way to continue
+        raise UnsupportedGeneration("input_ids with only the tokens after a cache (attention_mask longer than "
+                                    "input_ids): draftless continues a cache given the whole sequence")
     if attention_mask.shape != input_ids.shape:
         raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}, input_ids "
                          f"{tuple(input_ids.shape)}")

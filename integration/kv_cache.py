@@ -142,7 +142,7 @@ def check_model_cache(model):
 
 
 def check_rollback(cache, max_positions):
-    """Raise ``ValueError`` unless ``cache`` is empty and can be cropped back after any pass that writes up to
+    """Raise ``ValueError`` unless ``cache`` can be cropped back after any pass that writes up to
     ``max_positions`` positions in all."""
     if not isinstance(cache, Cache):
         raise TypeError(f"cache must be a transformers Cache, got {type(cache).__name__}")
@@ -151,8 +151,6 @@ def check_rollback(cache, max_positions):
         i, name = blocked[0]
         raise ValueError(f"cache layer {i} ({name}) cannot be rolled back after a rejected draft; use a "
                          "DynamicCache or a StaticCache")
-    if cache.get_seq_length() != 0:
-        raise ValueError("cache must be empty: draftless cannot continue from a pre-filled cache")
     for i, layer in enumerate(cache.layers):
         if isinstance(layer, StaticSlidingWindowLayer):
             if not layer.is_croppable or max_positions > layer.max_cache_len:
@@ -162,6 +160,16 @@ def check_rollback(cache, max_positions):
         elif isinstance(layer, StaticLayer) and layer.max_cache_len < max_positions:
             raise ValueError(f"cache has room for {layer.max_cache_len} positions; this generation may need "
                              f"{max_positions} (prompt + new tokens)")
+
+
+def cached_prefix(cache, prompt_length):
+    """How many of the prompt's first positions ``cache`` already holds: 0 for a new cache, more for a caller's
+    cache from an earlier turn, which ``generate`` continues by computing only the prompt tokens after them."""
+    held = int(cache.get_seq_length())
+    if held >= prompt_length:  # generate has no defined answer here: nothing is left to compute the next token
+        raise UnsupportedGeneration(f"cache already holds {held} positions and input_ids has {prompt_length} "
+                                    f"tokens; draftless continues a cache from at least one token after it")
+    return held
 
 
 def start_recording(cache):

@@ -29,7 +29,7 @@ from .calibration import cached_cost_curve, cached_inexact_drafts, cached_linear
 from .linear_plan import planned_linears
 from .pass_check import MAX_DRAFT, exact_length, full_precision
 from . import kv_cache
-from .generation_plan import plan_generation, positions_left
+from .generation_plan import UnsupportedGeneration, plan_generation, positions_left
 from .stats import StatsRecorder
 from .verifier import Verifier
 
@@ -91,8 +91,10 @@ class SpeculativeGenerator:
                   streamer, *, seed, generator, **kwargs):
         if input_ids is None:
             input_ids = kwargs.pop("inputs", None)
-        if input_ids is None:
-            raise ValueError("input_ids is required")
+        if input_ids is None:  # generate starts from inputs_embeds or the BOS token; drafts need the token ids
+            raise UnsupportedGeneration("draftless needs input_ids (the prompt's token ids): "
+                                        + ("inputs_embeds alone" if kwargs.get("inputs_embeds") is not None
+                                           else "no prompt") + " is not supported")
         if self.tokenizer is not None:
             kwargs.setdefault("tokenizer", self.tokenizer)
         t_start = time.perf_counter()

@@ -8,8 +8,10 @@ from . import kv_cache
 class Verifier:
     """Runs the target over a request's tokens, keeping its KV cache equal to the accepted prefix.
 
-    ``length`` is the number of positions in the cache. The prompt's attention mask (left padding) is kept
-    and extended with ones; positions follow it as ``generate`` computes them (cumulative sum of the mask).
+    ``length`` is the number of positions in the cache: at first those a caller's cache holds from an earlier
+    turn (the prompt's first tokens), then the whole prompt, then each accepted token. The prompt's attention
+    mask (left padding) is kept and extended with ones; positions follow it as ``generate`` computes them
+    (cumulative sum of the mask).
     """
 
     def __init__(self, model, plan, max_positions):
@@ -18,13 +20,13 @@ class Verifier:
         self.cache = plan.cache if plan.cache is not None else kv_cache.new_cache(model, max_positions)
         kv_cache.check_rollback(self.cache, max_positions)
         prompt_len = plan.input_ids.shape[1]
+        self.length = kv_cache.cached_prefix(self.cache, prompt_len)  # a caller's cache may hold a first part
         mask = plan.attention_mask
         if mask is None:
             self.positions = torch.arange(prompt_len, device=model.device)[None]
         else:
             self.positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
         self.mask = mask
-        self.length = 0
 
     def _run(self, ids, logits_to_keep):
         q = ids.shape[1]
@@ -43,8 +45,9 @@ class Verifier:
         return out.logits[0].to(dtype=torch.float32)
 
     def prefill(self, prompt_ids):
-        """Logits (1, vocab) after the prompt, computed as ``generate`` does (last position only)."""
-        logits = self._run(prompt_ids, 1)
+        """Logits (1, vocab) after the prompt, computed as ``generate`` does (last position only, over the
+        prompt tokens the cache does not hold yet)."""
+        logits = self._run(prompt_ids[:, self.length:], 1)
         kv_cache.start_recording(self.cache)
         return logits
 
