@@ -45,7 +45,8 @@ def _generate(args, parser):
             raise SystemExit(f"--chat: {args.model} has no chat template")
         prompt = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
                                                add_generation_prompt=True)
-    inputs = tokenizer(prompt, return_tensors="pt")
+    # a chat template writes the special tokens itself (Gemma's its BOS): the tokenizer must not add them again
+    inputs = tokenizer(prompt, return_tensors="pt", add_special_tokens=not args.chat)
     generator = SpeculativeGenerator(model, tokenizer)
     streamer = TextStreamer(tokenizer, skip_prompt=True)
     generator.generate(**inputs, max_new_tokens=args.max_new_tokens, streamer=streamer)

@@ -231,3 +231,31 @@ def test_calls_from_several_threads_run_one_at_a_time():
         thread.join()
     assert proposer.foreign == 0  # no request's proposer calls interleaved with another's
     assert all(torch.equal(outputs[i], refs[i]) for i in range(4))
+
+
+def test_cli_chat_prompt_has_the_templates_special_tokens_once(tmp_path, monkeypatch, capsys):
+    """A template that writes BOS itself (Gemma's instruction-tuned models) with a tokenizer that adds BOS too:
+    the prompt starts with one BOS, as ``apply_chat_template(tokenize=True)`` gives it."""
+    from tokenizers.processors import TemplateProcessing
+
+    from draftless.integration.cli import main
+    from draftless.integration.speculative import SpeculativeGenerator as Generator
+
+    tok = tiny_tokenizer()
+    tok.add_special_tokens({"bos_token": "<bos>"})
+    tok.backend_tokenizer.post_processor = TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", tok.bos_token_id)])
+    tok.chat_template = "{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}<assistant>"
+    assert tok("x")["input_ids"][0] == tok.bos_token_id  # the tokenizer adds BOS by itself
+    model = tiny_model("llama", vocab=len(tok))
+    model.save_pretrained(tmp_path / "m")
+    tok.save_pretrained(tmp_path / "m")
+    (tmp_path / "p.txt").write_text("def add(x, y):")
+    seen = []
+    original = Generator.generate
+    monkeypatch.setattr(Generator, "generate", lambda self, *a, **k: seen.append(k["input_ids"]) or original(self, *a, **k))
+    main(["generate", "--model", str(tmp_path / "m"), "--prompt-file", str(tmp_path / "p.txt"), "--chat",
+          "--max-new-tokens", "3"])
+    expected = tok.apply_chat_template([{"role": "user", "content": "def add(x, y):"}], add_generation_prompt=True,
+                                       return_dict=True)["input_ids"]
+    assert seen[0][0].tolist() == list(expected)
+    assert seen[0][0].tolist().count(tok.bos_token_id) == 1
