@@ -112,10 +112,18 @@ def resolve(name_or_path):
                      f"({', '.join(sorted(BUNDLED))}) nor a local transformers directory with a config.json")
 
 
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "spiece.model")
+
+
 def load_tokenizer(name_or_path=DEFAULT_MODEL):
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(str(resolve(name_or_path)), local_files_only=True)
+    path = resolve(name_or_path)
+    if not any((Path(path) / name).exists() for name in TOKENIZER_FILES):  # a checkpoint saved without one
+        raise ValueError(f"{str(path)!r} holds no tokenizer (none of {', '.join(TOKENIZER_FILES)}): save it there "
+                         f"with tokenizer.save_pretrained, or load the model with transformers and pass your "
+                         f"tokenizer to SpeculativeGenerator")
+    return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
 
 
 DTYPES = ("float32", "bfloat16", "float16")
@@ -154,6 +162,7 @@ def load_model(name_or_path=DEFAULT_MODEL, *, dtype="float32", device="cpu"):
     device_name(device)
     check_device_available(device)
     path = resolve(name_or_path)
+    tokenizer = load_tokenizer(path)  # first: a directory without one is refused before the weights load
     model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, local_files_only=True)
     model.to(device).eval()
-    return model, load_tokenizer(path)
+    return model, tokenizer

