@@ -121,6 +121,7 @@ class SpeculativeGenerator:
         rec.prefill_s = time.perf_counter() - t0
         ids, done = self._append(plan, ids, tokens, chosen, logits, scores, raw)
         self.proposer.reset(ids[0].cpu().numpy())
+        rows = getattr(self.model.get_input_embeddings(), "num_embeddings", None)  # the ids a draft may hold
         record_cost = getattr(self.proposer, "record_pass", None)
         # each linear layer's product in its fastest form; grouped key/value heads attended as they are
         with planned_linears(self.model, self.linear_plans), grouped_query_sdpa(self.model):
@@ -130,7 +131,7 @@ class SpeculativeGenerator:
                 if room is not None:  # a draft takes no position past the learned ones
                     budget = min(budget, room + 1)
                 t0 = time.perf_counter()
-                draft_np = np.asarray(self.proposer.propose(budget - 1), dtype=np.int64)[: budget - 1]
+                draft_np = proposed_draft(self.proposer.propose(budget - 1), budget - 1, rows)
                 if self.checked_drafts is not None:  # cut to the longest length checked exact
                     draft_np = draft_np[: exact_length(draft_np.size, self.inexact_drafts, self.checked_drafts)]
                 draft = torch.as_tensor(draft_np, device=ids.device)
@@ -186,6 +187,22 @@ class SpeculativeGenerator:
         if plan.streamer is not None and kept:
             plan.streamer.put(ids[:, start:].cpu())
         return ids, stop is not None
+
+
+def proposed_draft(raw, room, rows):
+    """A proposer's draft as at most ``room`` int64 token ids. Anything else (None, floats, a 2-D array, an id
+    the input embedding of ``rows`` rows has none for) is refused naming the proposer, not met as an error deep
+    inside the model or truncated to integers in silence."""
+    draft = np.asarray(raw)
+    if draft.ndim != 1 or (draft.size and not np.issubdtype(draft.dtype, np.integer)):
+        raise TypeError(f"the proposer's propose() must return a 1-D sequence of integer token ids, got "
+                        f"{type(raw).__name__} of dtype {draft.dtype} and shape {draft.shape}")
+    draft = draft[:room].astype(np.int64, copy=False)
+    if rows is not None and draft.size and (draft.min() < 0 or draft.max() >= rows):
+        bad = draft[(draft < 0) | (draft >= rows)][0]
+        raise ValueError(f"the proposer's propose() returned token id {int(bad)}, outside the model's vocabulary "
+                         f"of {rows} embeddings")
+    return draft
 
 
 def _warn_coarse_rounding(model):
