@@ -1,7 +1,7 @@
 """Greedy exactness across transformers' decoder-only families, on tiny random models built here: every
 family's attention, positions and cache must give ``generate``'s output token for token once drafts are
 accepted and rejected. (llama, gemma3, qwen2 and gpt2 are in ``test_greedy_exact``; models with a recurrent
-state are refused there.)"""
+state are refused in ``test_model_caches``.)"""
 
 import pytest
 import torch
