@@ -119,6 +119,21 @@ def new_cache(model, max_positions=None):
     return cache
 
 
+def reserve_room(cache, max_positions):
+    """Make each plain ``DynamicLayer`` of a caller's cache a ``ReservedLayer`` holding the same keys and values
+    (the ``Cache`` object the caller holds stays the same), so that a cache continued from an earlier turn
+    appends without copying every layer whole on each pass, as the loop's own cache does."""
+    for i, layer in enumerate(cache.layers):
+        if type(layer) is DynamicLayer:
+            reserved = ReservedLayer(limit=max_positions)
+            if layer.is_initialized:
+                reserved.lazy_initialization(layer.keys, layer.values)
+                reserved._adopt(layer.keys, layer.values)  # room is set aside at the first update
+            cache.layers[i] = reserved
+    if getattr(cache, "layer_class_to_replicate", None) is DynamicLayer:
+        cache.layer_class_to_replicate = functools.partial(ReservedLayer, limit=max_positions)
+
+
 def layers_without_rollback(cache):
     """``(index, type name)`` of each of ``cache``'s layers whose ``crop`` does not restore an earlier state
     (recurrent and linear-attention states, quantised and offloaded layers): empty where every layer can be

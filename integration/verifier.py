@@ -19,6 +19,7 @@ class Verifier:
         self.cache_arg = plan.cache_arg
         self.cache = plan.cache if plan.cache is not None else kv_cache.new_cache(model, max_positions)
         kv_cache.check_rollback(self.cache, max_positions)
+        kv_cache.reserve_room(self.cache, max_positions)
         prompt_len = plan.input_ids.shape[1]
         self.length = kv_cache.cached_prefix(self.cache, prompt_len)  # a caller's cache may hold a first part
         mask = plan.attention_mask

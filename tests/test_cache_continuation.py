@@ -5,9 +5,10 @@ import copy
 
 import pytest
 import torch
-from transformers import DynamicCache, StaticCache
+from transformers import StaticCache
+from transformers.cache_utils import DynamicLayer
 
-from draftless.integration import SpeculativeGenerator, UnsupportedGeneration, disable, enable, generate
+from draftless.integration import SpeculativeGenerator, UnsupportedGeneration, disable, enable, generate, kv_cache
 
 from tiny_models import SLIDING_WINDOW, repetitive_prompt, tiny_model
 
@@ -61,6 +62,20 @@ def test_draftless_turns_chain_through_the_cache_it_returns():
     assert first.past_key_values.get_seq_length() == cache.get_seq_length()
     out = generate(model, prompt, past_key_values=first.past_key_values, max_new_tokens=NEW, eos_token_id=None)
     assert torch.equal(out, ref)
+
+
+def test_a_continued_cache_appends_in_place_and_generate_can_go_on_with_it():
+    """The caller's full-attention layers become ``ReservedLayer``s holding the same positions (no whole-layer
+    copy a pass); the same ``Cache`` object then serves transformers' own ``generate`` for the next turn."""
+    model = tiny_model("gemma3")
+    cache, prompt = turns(model)
+    assert any(type(layer) is DynamicLayer for layer in cache.layers)
+    out = generate(model, prompt, cache=cache, max_new_tokens=NEW, eos_token_id=None)
+    assert not any(type(layer) is DynamicLayer for layer in cache.layers)
+    assert any(isinstance(layer, kv_cache.ReservedLayer) for layer in cache.layers)
+    third = torch.cat([out, repetitive_prompt(9, seed=5)], dim=1)
+    ref = model.generate(third, max_new_tokens=NEW, do_sample=False, eos_token_id=None)
+    assert torch.equal(model.generate(third, cache=cache, max_new_tokens=NEW, do_sample=False, eos_token_id=None), ref)
 
 
 def test_a_static_cache_from_an_earlier_turn_is_continued_exactly():
