@@ -19,9 +19,9 @@ class Verifier:
         self.cache_arg = plan.cache_arg
         self.cache = plan.cache if plan.cache is not None else kv_cache.new_cache(model, max_positions)
         kv_cache.check_rollback(self.cache, max_positions)
-        kv_cache.reserve_room(self.cache, max_positions)
         prompt_len = plan.input_ids.shape[1]
         self.length = kv_cache.cached_prefix(self.cache, prompt_len)  # a caller's cache may hold a first part
+        kv_cache.reserve_room(self.cache, max_positions)  # only once the call is known to be served
         mask = plan.attention_mask
         if mask is None:
             self.positions = torch.arange(prompt_len, device=model.device)[None]

@@ -92,8 +92,10 @@ def test_a_cache_with_nothing_left_to_compute_is_unsupported_and_enable_hands_it
     model = tiny_model("llama")
     cache, prompt = turns(model)
     held = cache.get_seq_length()
+    kept = copy.deepcopy(cache)
     with pytest.raises(UnsupportedGeneration, match=f"already holds {held} positions"):
-        generate(model, prompt[:, :held], cache=copy.deepcopy(cache), max_new_tokens=5)
+        generate(model, prompt[:, :held], cache=kept, max_new_tokens=5)
+    assert [type(layer) for layer in kept.layers] == [type(layer) for layer in cache.layers]  # left as it was
     # transformers' other form: input_ids only after the cache, the attention mask over the whole sequence
     tail, mask = prompt[:, held:], torch.ones_like(prompt)
     with pytest.raises(UnsupportedGeneration, match="only the tokens after a cache"):
