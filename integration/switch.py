@@ -26,6 +26,8 @@ def enable(model, tokenizer=None, config=None):
             return generator.generate(**_by_keyword(original, args, kwargs))
         except _Unsupported as exc:
             logger.info("draftless: falling back to transformers' generate (%s)", exc)
+            if generator.tokenizer is not None and kwargs.get("tokenizer") is None:  # its stop strings need it too
+                kwargs = {**kwargs, "tokenizer": generator.tokenizer}
             return original(*args, **kwargs)
 
     object.__setattr__(model, _ATTR, generator)
