@@ -184,6 +184,9 @@ def plan_generation(model, input_ids, attention_mask, generation_config, logits_
     eos = config._eos_token_tensor
     eos_ids = frozenset() if eos is None else frozenset(int(t) for t in eos.flatten().tolist())
     stop_strings = config.stop_strings
+    if stop_strings is not None and "" in ([stop_strings] if isinstance(stop_strings, str) else list(stop_strings)):
+        raise UnsupportedGeneration("an empty stop string, on which generate stops after the first new token; "
+                                    "draftless refuses it")  # enable: transformers serves it as it does
     # generate stops once the length reaches max_length, so a budget of 2.5 new tokens runs 3 of them
     return GenerationPlan(
         input_ids=input_ids, attention_mask=attention_mask, max_length=math.ceil(config.max_length),

@@ -9,7 +9,8 @@ import torch
 from transformers import GenerationConfig, StoppingCriteria, StoppingCriteriaList
 
 from draftless.integration import (
-    GenerationStats, SpeculativeGenerator, disable, enable, generate, is_enabled, load_model, stats,
+    GenerationStats, SpeculativeGenerator, UnsupportedGeneration, disable, enable, generate, is_enabled, load_model,
+    stats,
 )
 from draftless.integration.models import BundledModel
 from draftless.lookup import NullProposer
@@ -236,6 +237,31 @@ def test_calls_from_several_threads_run_one_at_a_time():
         thread.join()
     assert proposer.foreign == 0  # no request's proposer calls interleaved with another's
     assert all(torch.equal(outputs[i], refs[i]) for i in range(4))
+
+
+def test_a_call_enable_hands_on_gets_the_tokenizer_enable_was_given(tok):
+    """Beam search with stop strings goes to transformers, whose stop strings need the tokenizer too."""
+    model = tiny_model("llama", vocab=len(tok))
+    ids = tok("def add(x, y):\n", return_tensors="pt")["input_ids"]
+    ref = model.generate(ids, do_sample=False, num_beams=2, max_new_tokens=10, stop_strings=["x"], tokenizer=tok)
+    enable(model, tok)
+    try:
+        assert torch.equal(model.generate(ids, do_sample=False, num_beams=2, max_new_tokens=10, stop_strings=["x"]), ref)
+    finally:
+        disable(model)
+
+
+def test_an_empty_stop_string_is_unsupported_and_enable_hands_it_on(tok):
+    model = tiny_model("llama", vocab=len(tok))
+    ids = tok("def add(x, y):\n", return_tensors="pt")["input_ids"]
+    with pytest.raises(UnsupportedGeneration, match="empty stop string"):
+        generate(model, ids, max_new_tokens=10, stop_strings=["", "zz"], tokenizer=tok)
+    ref = model.generate(ids, do_sample=False, max_new_tokens=10, stop_strings=[""], tokenizer=tok)
+    enable(model, tok)
+    try:
+        assert torch.equal(model.generate(ids, do_sample=False, max_new_tokens=10, stop_strings=[""]), ref)
+    finally:
+        disable(model)
 
 
 def test_cli_chat_prompt_has_the_templates_special_tokens_once(tmp_path, monkeypatch, capsys):
