@@ -67,10 +67,16 @@ def learned_position_limit(model):
     return None
 
 
+def embedding_rows(model):
+    """How many token ids the model's input embedding has rows for; None for an input layer that is not a
+    table."""
+    return getattr(model.get_input_embeddings(), "num_embeddings", None)
+
+
 def _check_token_ids(model, input_ids):
     """Refuse ids the input embedding has no row for, before they reach it (an IndexError deep in the model
     for ``generate``)."""
-    rows = getattr(model.get_input_embeddings(), "num_embeddings", None)
+    rows = embedding_rows(model)
     if rows is None:  # an input layer that is not a table: nothing to check against
         return
     bad = input_ids[(input_ids < 0) | (input_ids >= rows)]

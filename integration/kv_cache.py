@@ -112,17 +112,14 @@ def new_cache(model, max_positions=None):
                                       or max_positions < 1):
         raise ValueError(f"max_positions must be a positive int or None, got {max_positions!r}")
     cache = DynamicCache(config=model.config)
-    make = functools.partial(ReservedLayer, limit=max_positions)
-    cache.layers = [make() if type(layer) is DynamicLayer else layer for layer in cache.layers]
-    if cache.layer_class_to_replicate is DynamicLayer:  # layers made on first use
-        cache.layer_class_to_replicate = make
+    reserve_room(cache, max_positions)
     return cache
 
 
 def reserve_room(cache, max_positions):
-    """Make each plain ``DynamicLayer`` of a caller's cache a ``ReservedLayer`` holding the same keys and values
-    (the ``Cache`` object the caller holds stays the same), so that a cache continued from an earlier turn
-    appends without copying every layer whole on each pass, as the loop's own cache does."""
+    """Make each plain ``DynamicLayer`` of ``cache`` a ``ReservedLayer`` holding the same keys and values (the
+    ``Cache`` object stays the same), and so the layers made on first use: the loop's own cache, and a caller's
+    continued from an earlier turn, then append without copying every layer whole on each pass."""
     for i, layer in enumerate(cache.layers):
         if type(layer) is DynamicLayer:
             reserved = ReservedLayer(limit=max_positions)

@@ -29,7 +29,7 @@ from .calibration import cached_cost_curve, cached_inexact_drafts, cached_linear
 from .linear_plan import planned_linears
 from .pass_check import MAX_DRAFT, exact_length, full_precision
 from . import kv_cache
-from .generation_plan import UnsupportedGeneration, plan_generation, positions_left
+from .generation_plan import UnsupportedGeneration, embedding_rows, plan_generation, positions_left
 from .stats import StatsRecorder
 from .verifier import Verifier
 
@@ -121,7 +121,7 @@ class SpeculativeGenerator:
         rec.prefill_s = time.perf_counter() - t0
         ids, done = self._append(plan, ids, tokens, chosen, logits, scores, raw)
         self.proposer.reset(ids[0].cpu().numpy())
-        rows = getattr(self.model.get_input_embeddings(), "num_embeddings", None)  # the ids a draft may hold
+        rows = embedding_rows(self.model)  # the ids a draft may hold
         record_cost = getattr(self.proposer, "record_pass", None)
         # each linear layer's product in its fastest form; grouped key/value heads attended as they are
         with planned_linears(self.model, self.linear_plans), grouped_query_sdpa(self.model):
