@@ -48,8 +48,8 @@ class CalibrationProbe(AdaptiveProposer):
         draft = super().propose(max_tokens)
         self._expected = None
         if self._pending is not None:
-            length, from_prompt, copying, _ = self._pending
-            expected = self.acceptance.expected(length, from_prompt, draft.size, copying)[draft.size]
+            length, origin, copying, _ = self._pending
+            expected = self.acceptance.expected(length, origin, draft.size, copying)[draft.size]
             self._expected = (draft_kind(copying, length, draft.size, self.config.copy_length), float(expected))
         return draft
 

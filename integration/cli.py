@@ -1,13 +1,16 @@
 """The ``draftless`` command line.
 
     draftless generate --model gemma-3-270m --prompt-file prompt.txt [--max-new-tokens 128] [--stats]
-                       [--device cpu] [--dtype float32]
+                       [--reference doc.txt ...] [--device cpu] [--dtype float32]
     draftless calibrate --model gemma-3-270m [--device cpu] [--dtype float32]
     draftless bench [benchmarks.run options]      (forwards to python -m benchmarks.run)
 
 ``calibrate`` measures the cost curve (and the linear layers' forms, and off the CPU the exact pass lengths)
 again, replacing the cached ones: the first measurement is kept for good otherwise, and one taken while the
 machine was busy gives the curve a shape that the loop's online scaling does not correct.
+
+``--reference`` names text files (a file a code edit works on, the documents a RAG answer draws on) that are
+drafted from as well as the prompt, without being put in the prompt (``draftless.lookup.ReferenceCorpus``).
 """
 
 import argparse
@@ -39,7 +42,16 @@ def _generate(args, parser):
         prompt = sys.stdin.read() if args.prompt_file == "-" else Path(args.prompt_file).read_text()
     except (OSError, UnicodeDecodeError) as err:
         parser.error(f"--prompt-file: {err}")
+    try:
+        references = [Path(name).read_text() for name in args.reference]
+    except (OSError, UnicodeDecodeError) as err:
+        parser.error(f"--reference: {err}")
     model, tokenizer = _load(args, parser)
+    corpus = None
+    if references:
+        from draftless.lookup import ReferenceCorpus
+
+        corpus = ReferenceCorpus([tokenizer(text, add_special_tokens=False)["input_ids"] for text in references])
     if args.chat:
         if tokenizer.chat_template is None:
             raise SystemExit(f"--chat: {args.model} has no chat template")
@@ -47,7 +59,7 @@ def _generate(args, parser):
                                                add_generation_prompt=True)
     # a chat template writes the special tokens itself (Gemma's its BOS): the tokenizer must not add them again
     inputs = tokenizer(prompt, return_tensors="pt", add_special_tokens=not args.chat)
-    generator = SpeculativeGenerator(model, tokenizer)
+    generator = SpeculativeGenerator(model, tokenizer, corpus=corpus)
     streamer = TextStreamer(tokenizer, skip_prompt=True)
     generator.generate(**inputs, max_new_tokens=args.max_new_tokens, streamer=streamer)
     if args.stats:
@@ -92,6 +104,8 @@ def main(argv=None):
     gen.add_argument("--prompt-file", required=True, help="a text file, or - for standard input")
     gen.add_argument("--max-new-tokens", type=int, default=128)
     gen.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
+    gen.add_argument("--reference", action="append", default=[], metavar="FILE",
+                     help="a text file to draft from besides the prompt (repeatable); it is not put in the prompt")
     gen.add_argument("--stats", action="store_true", help="print the run's statistics at the end (stderr)")
     args = parser.parse_args(argv)
     if args.command == "calibrate":

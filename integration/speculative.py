@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from transformers.generation.utils import GenerateDecoderOnlyOutput
 
-from draftless.lookup import AdaptiveConfig, AdaptiveProposer, DraftConfig, SuffixProposer
+from draftless.lookup import AdaptiveConfig, AdaptiveProposer, DraftConfig, ReferenceCorpus, SuffixProposer
 
 from .acceptance import greedy_accept, sample_accept
 from .attention import grouped_query_sdpa
@@ -46,16 +46,29 @@ class SpeculativeGenerator:
     that maximises expected tokens per second under the model's calibrated cost curve, see
     ``draftless.lookup.adaptive``) or a ``DraftConfig`` (a fixed-length suffix proposer). ``proposer``
     replaces it with any object that has ``reset``/``propose``/``update`` (see ``draftless.lookup.Proposer``).
-    ``last_stats`` holds the ``GenerationStats`` of the latest call.
+    ``corpus``, a ``draftless.lookup.ReferenceCorpus`` (documents a RAG pipeline retrieves, earlier answers),
+    is drafted from too, where it matches the request's text better than the request itself does (adaptive
+    proposer only); with ``remember``, every request's generated tokens join it as a new document when the
+    request ends, so that later requests draft from earlier outputs. ``last_stats`` holds the
+    ``GenerationStats`` of the latest call.
     """
 
-    def __init__(self, model, tokenizer=None, config=None, proposer=None):
+    def __init__(self, model, tokenizer=None, config=None, proposer=None, corpus=None, remember=False):
         if not hasattr(model, "forward") or not hasattr(model, "generation_config"):
             raise TypeError("model must be a transformers causal language model")
         if tokenizer is not None and not callable(getattr(tokenizer, "decode", None)):  # stop strings decode
             raise TypeError(f"tokenizer must be a transformers tokenizer or None, got {type(tokenizer).__name__}")
         if config is not None and not isinstance(config, (AdaptiveConfig, DraftConfig)):
             raise TypeError(f"config must be an AdaptiveConfig or a DraftConfig, got {type(config).__name__}")
+        if corpus is not None and not isinstance(corpus, ReferenceCorpus):
+            raise TypeError(f"corpus must be a draftless.lookup.ReferenceCorpus or None, got {type(corpus).__name__}")
+        if not isinstance(remember, bool):
+            raise TypeError(f"remember must be a bool, got {type(remember).__name__}")
+        if remember and corpus is None:
+            raise ValueError("remember=True needs a corpus to remember the outputs in")
+        if corpus is not None and (proposer is not None or isinstance(config, DraftConfig)):
+            raise ValueError("corpus is drafted from by the adaptive proposer only: pass no proposer and an "
+                             "AdaptiveConfig (or no config)")
         kv_cache.check_model_cache(model)  # before any calibration runs the model
         self.model = model
         self.tokenizer = tokenizer
@@ -71,7 +84,9 @@ class SpeculativeGenerator:
             self.proposer = SuffixProposer(self.config)
         else:  # the cost curve is calibrated once per model/device/dtype/threads and cached on disk
             self.proposer = AdaptiveProposer(self.config, cost=cached_cost_curve(model),
-                                             excluded=self.inexact_drafts)
+                                             excluded=self.inexact_drafts, corpus=corpus)
+        self.corpus = corpus
+        self.remember = remember
         self.linear_plans = cached_linear_plans(model)
         self.last_stats = None
         self._warned_stale = False
@@ -152,6 +167,8 @@ class SpeculativeGenerator:
                 rec.verify_s += t2 - t1
         if plan.streamer is not None:
             plan.streamer.end()
+        if self.remember:
+            self.corpus.add(ids[0, prompt_len:].cpu().numpy())
         self.last_stats = rec.freeze(ids.shape[1] - prompt_len, time.perf_counter() - t_start)
         self._check_stale_curve()
         if not plan.return_dict:
@@ -259,6 +276,8 @@ def _first_stop(plan, ids, start):
 
 
 def generate(model, input_ids=None, attention_mask=None, **generate_kwargs):
-    """``model.generate``, greedy, sped up by suffix drafting: same arguments, same return value."""
-    return SpeculativeGenerator(model, generate_kwargs.pop("tokenizer", None)).generate(
+    """``model.generate``, greedy, sped up by suffix drafting: same arguments, same return value; ``corpus``, a
+    ``ReferenceCorpus``, is drafted from too (see ``SpeculativeGenerator``)."""
+    return SpeculativeGenerator(model, generate_kwargs.pop("tokenizer", None),
+                                corpus=generate_kwargs.pop("corpus", None)).generate(
         input_ids, attention_mask=attention_mask, **generate_kwargs)

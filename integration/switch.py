@@ -11,13 +11,14 @@ logger = logging.getLogger(__name__)
 _ATTR = "_draftless_generator"
 
 
-def enable(model, tokenizer=None, config=None):
+def enable(model, tokenizer=None, config=None, corpus=None, remember=False):
     """Route ``model.generate(...)`` through draftless (greedy search and sampling). Calls that draftless cannot
     serve (batches, beam search, contrastive search, DoLa, several sequences per prompt, ...) go to the original
-    ``generate`` unchanged, with a log line saying why."""
+    ``generate`` unchanged, with a log line saying why. ``corpus`` and ``remember``: see
+    ``SpeculativeGenerator``."""
     if getattr(model, _ATTR, None) is not None:
         return model
-    generator = SpeculativeGenerator(model, tokenizer=tokenizer, config=config)
+    generator = SpeculativeGenerator(model, tokenizer=tokenizer, config=config, corpus=corpus, remember=remember)
     original = model.generate
 
     @functools.wraps(original)

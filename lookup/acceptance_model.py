@@ -1,9 +1,10 @@
 """An online model of draft acceptance: how likely each draft token is accepted, given what the index knows
 about the match it came from and whether the output is copying (``copy_regime``).
 
-The rate ``a(l, from_prompt, copying)`` is the chance that the token which followed an earlier occurrence of
+The rate ``a(l, origin, copying)`` is the chance that the token which followed an earlier occurrence of
 the matched suffix is the target's next token, given that the matched suffix is ``l`` tokens long, the
-occurrence lies in the prompt or in generated text, and the output is copying or writing. Lengths are
+occurrence lies in generated text (origin 0), the prompt (1) or a reference corpus (2, ``corpus``), and the
+output is copying or writing. Lengths are
 bucketed (``LENGTH_EDGES``).
 
 - *Copying*: once the first ``i`` draft tokens are accepted, the suffix matched at the next position is
@@ -37,6 +38,18 @@ LENGTH_EDGES = np.array([1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64])  # bucket b:
 DEFAULT_PRIOR = (0.35, 0.52, 0.7, 0.72, 0.88, 0.95, 0.97, 0.98, 0.98, 0.98, 0.98, 0.98)
 
 
+ORIGINS = ("generated", "prompt", "corpus")
+GENERATED, PROMPT, CORPUS = range(len(ORIGINS))
+
+
+def origin_cell(origin):
+    """An origin (0, 1, 2 or a bool: from the prompt or not) as its cell index."""
+    cell = int(origin)
+    if not 0 <= cell < len(ORIGINS):
+        raise ValueError(f"origin must be one of 0..{len(ORIGINS) - 1} ({', '.join(ORIGINS)}), got {origin!r}")
+    return cell
+
+
 def bucket(length):
     """The length bucket of a matched suffix length (an int or an array of ints)."""
     out = np.maximum(0, np.searchsorted(LENGTH_EDGES, length, side="right") - 1)
@@ -50,8 +63,9 @@ def expected_accepted(rates):
 
 
 class AcceptanceModel:
-    """Cells ``[regime, origin, bucket]``: regime 0 writing, 1 copying; origin 0 generated text, 1 prompt. Every
-    cell starts from ``prior``'s rate for its bucket and learns from its own evidence."""
+    """Cells ``[regime, origin, bucket]``: regime 0 writing, 1 copying; origin 0 generated text, 1 prompt, 2
+    corpus (``origin`` arguments also take a bool: from the prompt or not). Every cell starts from ``prior``'s
+    rate for its bucket and learns from its own evidence."""
 
     def __init__(self, prior=DEFAULT_PRIOR, strength=2.0, forgetting=0.98):
         prior = np.asarray(prior, dtype=np.float64)
@@ -61,31 +75,31 @@ class AcceptanceModel:
             raise ValueError(f"strength must be > 0, got {strength}")
         if not 0 < forgetting <= 1:
             raise ValueError(f"forgetting must be in (0, 1], got {forgetting}")
-        self.prior = np.tile(prior, (2, 2, 1))
+        self.prior = np.tile(prior, (2, len(ORIGINS), 1))
         self.strength = strength
         self.forgetting = forgetting
         self.hits = np.zeros_like(self.prior)
         self.trials = np.zeros_like(self.prior)
 
-    def rates(self, lengths, from_prompt, copying=True):
+    def rates(self, lengths, origin, copying=True):
         """Posterior mean acceptance rate at matched suffix ``lengths`` (an int or an array)."""
-        cell = (int(bool(copying)), int(bool(from_prompt)), bucket(lengths))
+        cell = (int(bool(copying)), origin_cell(origin), bucket(lengths))
         s = self.strength
         return (s * self.prior[cell] + self.hits[cell]) / (s + self.trials[cell])
 
-    def rate(self, length, from_prompt, copying=True):
-        return float(self.rates(length, from_prompt, copying))
+    def rate(self, length, origin, copying=True):
+        return float(self.rates(length, origin, copying))
 
     @staticmethod
     def judged_lengths(length, n, copying):
         """The matched length each of a draft's first ``n`` positions is judged at."""
         return length + np.arange(int(n)) if copying else np.full(int(n), length)
 
-    def expected(self, length, from_prompt, k_max, copying=True):
+    def expected(self, length, origin, k_max, copying=True):
         """``E[accepted | k]`` for k = 0 .. k_max, for a draft from a match of ``length`` tokens."""
-        return expected_accepted(self.rates(self.judged_lengths(length, k_max, copying), from_prompt, copying))
+        return expected_accepted(self.rates(self.judged_lengths(length, k_max, copying), origin, copying))
 
-    def observe(self, length, from_prompt, accepted, drafted, copying=True):
+    def observe(self, length, origin, accepted, drafted, copying=True):
         """One verification: the first ``accepted`` of ``drafted`` tokens kept. Position i was judged at
         ``judged_lengths``'s length: a success while i < accepted, then one failure if the draft was cut;
         later draft tokens were never judged."""
@@ -93,7 +107,7 @@ class AcceptanceModel:
             return
         self.hits *= self.forgetting
         self.trials *= self.forgetting
-        cells = (int(bool(copying)), int(bool(from_prompt)))
+        cells = (int(bool(copying)), origin_cell(origin))
         judged = bucket(self.judged_lengths(length, min(accepted + 1, drafted), copying))
         np.add.at(self.trials[cells], judged, 1.0)
         np.add.at(self.hits[cells], judged[:accepted], 1.0)

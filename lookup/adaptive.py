@@ -17,9 +17,10 @@ import numpy as np
 from draftless.index import SuffixIndex
 from draftless.index.validation import as_token_array, check_positive_int
 
-from .acceptance_model import DEFAULT_PRIOR, LENGTH_EDGES, AcceptanceModel
+from .acceptance_model import CORPUS, DEFAULT_PRIOR, GENERATED, LENGTH_EDGES, PROMPT, AcceptanceModel
 from .config import check_max_draft
 from .copy_regime import CopyRegime
+from .corpus import ReferenceCorpus
 from .cost_model import CostCurve, OnlineCost
 from .occurrence import OccurrenceChooser, agreement, periodic_continuation, rule_ends, source_end
 from .proposer import draft_budget
@@ -122,16 +123,27 @@ class AdaptiveConfig:
 def best_draft_length(expected, cost, excluded=()):
     """The k that maximises (1 + E[accepted | k]) / cost(k), given ``expected[k] = E[accepted | k]``, among the
     lengths not in ``excluded`` (draft lengths >= 1 whose verification is not exact on the device)."""
+    return best_draft(expected, cost, excluded)[0]
+
+
+def best_draft(expected, cost, excluded=()):
+    """``(k, value)``: ``best_draft_length``'s k and its expected tokens per unit of cost."""
     expected = np.asarray(expected, dtype=np.float64)
     value = (1.0 + expected) / np.asarray(cost(np.arange(expected.size)), dtype=np.float64)
     for k in excluded:
         if k < value.size:
             value[k] = -np.inf
-    return int(np.argmax(value))
+    k = int(np.argmax(value))
+    return k, float(value[k])
 
 
 class AdaptiveProposer:
-    def __init__(self, config=None, cost=None, vocab_size=None, excluded=()):
+    """The adaptive policy over the request's own stream and, given a ``ReferenceCorpus``, over the corpus
+    too: each step weighs the longest match in each (its own acceptance cells, ``acceptance_model.CORPUS``
+    for the corpus) and drafts from whichever is worth more tokens per unit of time; the request's own
+    stream wins ties."""
+
+    def __init__(self, config=None, cost=None, vocab_size=None, excluded=(), corpus=None):
         self.config = AdaptiveConfig() if config is None else config
         if not isinstance(self.config, AdaptiveConfig):
             raise TypeError(f"config must be an AdaptiveConfig, got {type(self.config).__name__}")
@@ -145,6 +157,9 @@ class AdaptiveProposer:
         curve = CPU_SMALL_MODEL if cost is None else cost
         self.cost = curve if isinstance(curve, OnlineCost) else OnlineCost(curve)
         self.vocab_size = vocab_size
+        if corpus is not None and not isinstance(corpus, ReferenceCorpus):
+            raise TypeError(f"corpus must be a ReferenceCorpus or None, got {type(corpus).__name__}")
+        self.corpus = corpus
         self.chosen = []  # (stream length, k) per step: the policy's trace
         self.reset(EMPTY)
 
@@ -158,27 +173,45 @@ class AdaptiveProposer:
         self._pending = None
         self._ends = None
         self.chosen = []
+        self.view = None  # the request's match against the corpus
+        if self.corpus is not None:
+            self.view = self.corpus.view()
+            self.view.feed(self.index.tokens)
 
     def propose(self, max_tokens):
         self._pending = self._ends = None
         match = self.index.longest_match()
         k_cap = min(draft_budget(max_tokens), self.config.max_draft)
-        if match.length < self.config.min_match or k_cap <= 0:
+        copying = self.regime.copying
+        options = []  # (value, k, matched length, origin, end) per source, the request's own stream first
+        if match.length >= self.config.min_match and k_cap > 0:
+            end = self.source_end(match)
+            available = len(self.index) - 1 - end  # >= 1: the match's own end is the stream's, never drafted from
+            horizon = k_cap if self.config.periodic else min(k_cap, available)
+            options.append(self._option(match.length, PROMPT if end < self.prompt_len else GENERATED, end,
+                                        horizon, copying))
+        if self.view is not None and self.view.length >= self.config.min_match and k_cap > 0:
+            end = self.view.source_end()
+            options.append(self._option(self.view.length, CORPUS, end, min(k_cap, self.view.available(end)),
+                                        copying))
+        if not options:
             self.chosen.append((len(self.index), 0))
             return EMPTY
-        end = self.source_end(match)
-        from_prompt = end < self.prompt_len
-        copying = self.regime.copying
-        available = len(self.index) - 1 - end  # >= 1: the match's own end is the stream's, never drafted from
-        horizon = k_cap if self.config.periodic else min(k_cap, available)
-        expected = self.acceptance.expected(match.length, from_prompt, horizon, copying)
-        k = best_draft_length(expected, self.cost.cost, self.excluded)
+        _, k, length, origin, end = max(options, key=lambda option: option[0])  # the first of equals
         self.chosen.append((len(self.index), k))
         if k == 0:
             return EMPTY
-        draft = periodic_continuation(self.index, end, k, self.config.periodic)
-        self._pending = (match.length, from_prompt, copying, draft)
+        if origin == CORPUS:
+            draft = self.view.continuation(k, end)
+        else:
+            draft = periodic_continuation(self.index, end, k, self.config.periodic)
+        self._pending = (length, origin, copying, draft)
         return draft
+
+    def _option(self, length, origin, end, horizon, copying):
+        expected = self.acceptance.expected(length, origin, horizon, copying)
+        k, value = best_draft(expected, self.cost.cost, self.excluded)
+        return value, k, length, origin, end
 
     def source_end(self, match):
         """The end of the earlier occurrence of ``match`` (the index's longest match, at least ``min_match``
@@ -192,18 +225,28 @@ class AdaptiveProposer:
     def update(self, tokens):
         tokens = as_token_array(tokens, self.index.vocab_size).astype(np.int64)  # checked before any state moves
         if self._pending is not None:
-            length, from_prompt, copying, draft = self._pending
+            length, origin, copying, draft = self._pending
             accepted = agreement(draft, tokens[:-1])  # the last token is the target's own
-            self.acceptance.observe(length, from_prompt, accepted, draft.size, copying)
+            self.acceptance.observe(length, origin, accepted, draft.size, copying)
             self._pending = None
         if self._ends is not None and tokens.size:
             self.occurrences.observe(self.index, self._ends, tokens)
             self._ends = None
         if tokens.size > 1:  # the accepted draft tokens, then the target's own: a copy usually ends at the latter
-            self.index.extend(tokens[:-1])
-            self.regime.observe(tokens.size - 1, self.index.longest_match().length)
-        self.index.extend(tokens[-1:])
-        self.regime.observe(min(1, tokens.size), self.index.longest_match().length)
+            self._extend(tokens[:-1])
+            self.regime.observe(tokens.size - 1, self._matched_length())
+        self._extend(tokens[-1:])
+        self.regime.observe(min(1, tokens.size), self._matched_length())
+
+    def _extend(self, tokens):
+        self.index.extend(tokens)
+        if self.view is not None:
+            self.view.feed(tokens)
+
+    def _matched_length(self):
+        """The longest match of the stream's end, in the stream itself or in the corpus."""
+        length = self.index.longest_match().length
+        return length if self.view is None else max(length, self.view.length)
 
     def record_pass(self, k, seconds):
         self.cost.observe(k, seconds)

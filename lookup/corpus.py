@@ -1,0 +1,212 @@
+"""``ReferenceCorpus``: token streams shared across requests, drafted from when the request's own text is not.
+
+A RAG pipeline drafts best from the documents it retrieves, a service from what it answered before (the
+global history of SuffixDecoding, REST's datastore, llama.cpp's lookup cache), and neither need be in the
+prompt. The corpus holds those documents in one ``SuffixIndex``, in the order they were added, with each
+document's start kept so that a draft never runs from the end of one document into the next. A request
+follows its own stream against the corpus with a ``SuffixMatcher`` (amortised O(1) a token), and the adaptive
+proposer weighs the corpus's longest match against the request's own (``AdaptiveProposer``).
+
+With ``max_tokens``, adding past it drops the oldest documents until at most three quarters of it remain and
+builds the index again over the rest (an index cannot forget tokens): amortised, a few appends a token.
+
+Documents may be added between requests and while other threads generate: every read and every change holds
+the corpus's lock, and a request keeps the index it started with if a rebuild replaces it.
+"""
+
+import threading
+import zipfile
+
+import numpy as np
+
+from draftless.index import SuffixIndex
+from draftless.index.validation import MAX_VOCAB, as_token_array, check_positive_int, check_vocab_size
+
+FORMAT_NAME = "draftless.ReferenceCorpus"
+FORMAT_VERSION = 1
+_KEYS = {"format", "version", "vocab_size", "max_tokens", "tokens", "starts"}
+KEEP_AFTER_DROP = 0.75  # the share of max_tokens left at most once the oldest documents are dropped
+
+
+class ReferenceCorpus:
+    """Documents (1-D token id sequences) to draft from across requests.
+
+    >>> corpus = ReferenceCorpus([[1, 2, 3, 4], [2, 3, 9]])
+    >>> view = corpus.view(); view.feed([7, 1, 2])
+    >>> view.length, view.continuation(3).tolist()   # "1 2" is followed by 3 4, then the document ends
+    (2, [3, 4])
+    """
+
+    def __init__(self, documents=(), *, vocab_size=None, max_tokens=None):
+        self.vocab_size = check_vocab_size(vocab_size)
+        self.max_tokens = None if max_tokens is None else check_positive_int(max_tokens, "max_tokens")
+        self._lock = threading.RLock()
+        self._docs = []
+        self._rebuild()
+        if isinstance(documents, (str, bytes)) or not hasattr(documents, "__iter__"):
+            raise TypeError(f"documents must be a collection of token id sequences, got {type(documents).__name__}")
+        for doc in documents:
+            self.add(doc)
+
+    def _rebuild(self):
+        self.index = SuffixIndex(vocab_size=self.vocab_size)
+        self.starts = np.zeros(0, dtype=np.int64)
+        for doc in self._docs:
+            self._append(doc)
+
+    def _append(self, doc):
+        self.starts = np.append(self.starts, len(self.index))
+        self.index.extend(doc)
+
+    def add(self, tokens):
+        """Add one document (a 1-D sequence of token ids; an empty one is ignored)."""
+        doc = as_token_array(tokens, self.vocab_size)
+        if self.max_tokens is not None and doc.size > self.max_tokens:
+            raise ValueError(f"tokens holds {doc.size} token ids, more than max_tokens={self.max_tokens}")
+        if doc.size == 0:
+            return
+        with self._lock:
+            self._docs.append(doc)
+            if self.max_tokens is not None and len(self.index) + doc.size > self.max_tokens:
+                total = len(self.index) + doc.size
+                while total > KEEP_AFTER_DROP * self.max_tokens and len(self._docs) > 1:
+                    total -= self._docs.pop(0).size
+                self._rebuild()  # a new index: views taken before keep the old one
+            else:
+                self._append(doc)
+
+    def __len__(self):
+        return len(self.index)
+
+    @property
+    def num_documents(self):
+        return len(self._docs)
+
+    def documents(self):
+        """The documents held, oldest first (copies)."""
+        with self._lock:
+            return [doc.copy() for doc in self._docs]
+
+    def view(self):
+        """A ``CorpusView``: one request's matcher over the corpus as it is now."""
+        with self._lock:
+            return CorpusView(self, self.index, self.starts)
+
+    def save(self, path):
+        """Write the documents to ``path`` as ``.npz`` (plain arrays; ``load`` builds the index again)."""
+        with self._lock:
+            tokens = np.concatenate(self._docs) if self._docs else np.zeros(0, dtype=np.int32)
+            starts = self.starts.copy()
+        with open(path, "wb") as fh:  # a file object keeps numpy from appending ".npz" to the name
+            np.savez_compressed(
+                fh, format=np.array(FORMAT_NAME), version=np.array(FORMAT_VERSION, dtype=np.int64),
+                vocab_size=np.array(self.vocab_size, dtype=np.int64),
+                max_tokens=np.array(-1 if self.max_tokens is None else self.max_tokens, dtype=np.int64),
+                tokens=tokens.astype(np.int32), starts=starts)
+
+    @classmethod
+    def load(cls, path):
+        """The corpus saved at ``path`` (no pickle); a ``ValueError`` names the file if it is not one."""
+        def fail(why):
+            raise ValueError(f"{path!s} is not a readable draftless corpus: {why}")
+
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                arrays = {k: data[k] for k in data.files}
+        except FileNotFoundError:
+            raise
+        except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+            fail(f"not an .npz archive ({exc})")
+        if set(arrays) != _KEYS:
+            fail(f"expected arrays {sorted(_KEYS)}, found {sorted(arrays)}")
+        if arrays["format"].shape != () or str(arrays["format"]) != FORMAT_NAME:
+            fail("it was written by something else")
+        if int(arrays["version"]) != FORMAT_VERSION:
+            fail(f"format version {int(arrays['version'])}; this draftless reads version {FORMAT_VERSION}")
+        tokens, starts = arrays["tokens"], arrays["starts"]
+        if tokens.ndim != 1 or tokens.dtype != np.int32 or starts.ndim != 1 or starts.dtype != np.int64:
+            fail("array shapes or dtypes do not match the format")
+        bounds = np.append(starts, tokens.size)
+        if starts.size and (starts[0] != 0 or np.any(np.diff(bounds) <= 0)):
+            fail("its document starts are not increasing positions within the tokens")
+        if not starts.size and tokens.size:
+            fail("it holds tokens but no document")
+        max_tokens = int(arrays["max_tokens"])
+        try:
+            corpus = cls(vocab_size=int(arrays["vocab_size"]), max_tokens=None if max_tokens == -1 else max_tokens)
+            for a, b in zip(bounds[:-1], bounds[1:]):
+                corpus.add(tokens[a:b])
+        except (TypeError, ValueError) as exc:
+            fail(str(exc))
+        if not np.array_equal(corpus.starts, starts):
+            fail("its documents do not fit in its max_tokens")
+        return corpus
+
+    def check_invariants(self):
+        """The index holds exactly the documents, concatenated; ``starts`` are their first positions."""
+        with self._lock:
+            self.index.check_invariants()
+            sizes = [doc.size for doc in self._docs]
+            expected = np.concatenate(self._docs) if self._docs else np.zeros(0, dtype=np.int32)
+            if not np.array_equal(self.index.tokens, expected):
+                raise AssertionError("the index does not hold the documents")
+            if not np.array_equal(self.starts, np.cumsum([0] + sizes[:-1]) if sizes else self.starts[:0]):
+                raise AssertionError("document starts disagree with the documents")
+            if self.max_tokens is not None and len(self.index) > self.max_tokens:
+                raise AssertionError("the corpus holds more than max_tokens")
+
+    def __repr__(self):
+        return (f"ReferenceCorpus(documents={self.num_documents}, tokens={len(self)}, "
+                f"max_tokens={self.max_tokens}, vocab_size={self.vocab_size if self.vocab_size != MAX_VOCAB else None})")
+
+
+class CorpusView:
+    """One request's longest match against the corpus: ``feed`` the request's tokens, read ``length`` and
+    ``continuation``. Documents added later are matched too, unless a rebuild replaced the index (then this
+    view keeps the one it started with)."""
+
+    def __init__(self, corpus, index, starts):
+        self.corpus, self.index, self.starts = corpus, index, starts
+        self.matcher = index.matcher()
+
+    def feed(self, tokens):
+        """Advance over the request's next tokens (ids past the corpus's vocabulary occur in none of its
+        documents: the match starts again after them)."""
+        tokens = np.asarray(tokens, dtype=np.int64).ravel()
+        with self.corpus._lock:
+            outside = np.flatnonzero(tokens >= self.index.vocab_size)
+            if outside.size:
+                self.matcher.reset()
+                tokens = tokens[outside[-1] + 1:]
+            self.matcher.feed(tokens)
+
+    @property
+    def length(self):
+        """Length of the longest suffix of the request's stream that occurs in the corpus (0: none)."""
+        return self.matcher.length
+
+    def source_end(self):
+        """The end of the occurrence whose continuation is drafted: the latest occurrence of the token that
+        most often followed the match (the adaptive proposer's "frequent" rule), -1 without a match."""
+        if self.length == 0:
+            return -1
+        with self.corpus._lock:
+            best = self.matcher.continuations(limit=1)
+            return int(best.ends[0]) - 1 if best.tokens.size else self.matcher.recent_end
+
+    def available(self, end):
+        """How many tokens follow ``end`` in its own document."""
+        with self.corpus._lock:
+            starts = self.corpus.starts if self.index is self.corpus.index else self.starts
+            i = int(np.searchsorted(starts, end, side="right"))
+            bound = int(starts[i]) if i < starts.size else len(self.index)
+            return max(0, bound - 1 - int(end))
+
+    def continuation(self, k, end=None):
+        """Up to ``k`` tokens (int64) that follow the match's drafted occurrence (or ``end``) in its document."""
+        end = self.source_end() if end is None else int(end)
+        if end < 0:
+            return np.zeros(0, dtype=np.int64)
+        k = min(check_positive_int(k, "k", minimum=0), self.available(end))
+        with self.corpus._lock:
+            return self.index.continuation(end, k).astype(np.int64)
