@@ -11,6 +11,9 @@ loop alone (its linear layers' forms, its lighter step) gains over ``generate`` 
 tokens: the ceiling for linear drafting. ``draftless_quick`` is the default policy under a calibration of a second
 or two: c(0) and c(63) only, one warm-up and one timed pass each (``quick_cost_curve``), instead of the cached
 curve's 17 lengths in five rounds; ``PREPARE`` holds what such a method measures before any run is timed.
+``draftless_history`` is the default policy with a ``ReferenceCorpus`` holding the outputs of every prompt run
+before the current one (``remember``, called by the run after each prompt's rounds): the cross-request
+history of SuffixDecoding and llama.cpp's lookup cache, as a service that keeps it would draft.
 """
 
 import contextlib
@@ -20,7 +23,7 @@ from draftless.integration import SpeculativeGenerator
 from draftless.integration.calibration import cached_inexact_drafts, cached_linear_plans, measure_cost_curve
 from draftless.integration.linear_plan import planned_linears
 from draftless.lookup import (AdaptiveConfig, AdaptiveProposer, NgramRule, NullProposer, PromptLookupRule,
-                              SuffixDecodingRule)
+                              ReferenceCorpus, SuffixDecodingRule)
 
 from .oracle import ORACLE_KS, OracleProposer
 
@@ -61,6 +64,29 @@ def _quick(model, tokenizer, inputs, max_new_tokens, streamer, reference, sampli
     return _loop(lambda ref: proposer)(model, tokenizer, inputs, max_new_tokens, streamer, reference, sampling)
 
 
+_histories = weakref.WeakKeyDictionary()  # model -> ReferenceCorpus of the earlier prompts' outputs
+
+
+def history_corpus(model):
+    """The outputs remembered for ``model`` so far in this run (``draftless_history``'s corpus)."""
+    return _histories.setdefault(model, ReferenceCorpus())
+
+
+def remember(model, tokens):
+    """Add one prompt's output (its new tokens) to ``model``'s history, once all its runs are done."""
+    _histories.setdefault(model, ReferenceCorpus()).add(tokens)
+
+
+def forget(model):
+    _histories.pop(model, None)
+
+
+def _history(model, tokenizer, inputs, max_new_tokens, streamer, reference, sampling):
+    gen = SpeculativeGenerator(model, tokenizer, corpus=history_corpus(model))
+    out = gen.generate(**inputs, max_new_tokens=max_new_tokens, streamer=streamer, **sampling)
+    return out, gen.last_stats
+
+
 METHODS = {
     "vanilla": _hf(),
     "hf_pld": _hf(prompt_lookup_num_tokens=10),
@@ -72,6 +98,7 @@ METHODS = {
     "rule_suffix": _loop(lambda ref: SuffixDecodingRule()),
     "no_draft": _loop(lambda ref: NullProposer()),
     "draftless_quick": _quick,
+    "draftless_history": _history,
     **{f"oracle_k{k}": _loop(lambda ref, k=k: OracleProposer(ref, k)) for k in ORACLE_KS},
 }
 DEFAULT_METHODS = ("vanilla", "hf_pld", "hf_pld_n3", "hf_pld_planned", "draftless", "rule_pld", "rule_ngram32",

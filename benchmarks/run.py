@@ -15,7 +15,8 @@ excludes it. With ``--temperature``/``--top-p`` every method samples (each run s
 outputs then differ by chance, so the identity check is skipped and the oracle is left out. ``--device`` and
 ``--dtype`` place the model (``cuda``, ``bfloat16``, ...); the cost curve is calibrated for each placement.
 What a method measures for itself before the runs (``methods.PREPARE``: ``draftless_quick``'s two-length curve)
-is timed apart too (``prepare_s``).
+is timed apart too (``prepare_s``). ``draftless_history`` drafts from the outputs of the prompts run before (the
+vanilla run's, which every method's equals under greedy decoding), in the interleaved order of the suites.
 """
 
 import argparse
@@ -34,7 +35,7 @@ from draftless.integration.models import DTYPES, check_device_available, device_
 from draftless.lookup import AdaptiveConfig
 
 from . import report
-from .methods import DEFAULT_METHODS, METHODS, PREPARE, expand
+from .methods import DEFAULT_METHODS, METHODS, PREPARE, expand, forget, remember
 from .suites import SUITES, interleaved, render
 
 
@@ -88,6 +89,7 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
     prepared = {name: PREPARE[name](model) for name in names if name in PREPARE}  # e.g. a quick curve
     prepare_s = time.perf_counter() - t0
     tasks = interleaved(suites, limit)  # a run cut short (a lent device's time limit) still covers every suite
+    forget(model)  # draftless_history starts from no history
     runs, outputs, mismatches = [], [], []
 
     def result():
@@ -148,6 +150,7 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
                 if name == "draftless" and stats:  # what the default policy chose, pass by pass
                     runs[-1]["draft_trace"] = [list(p) for p in stats.draft_trace]
                 bar.update()
+            remember(model, reference[prompt_len:])  # later prompts' draftless_history drafts from it
         if checkpoint is not None:
             checkpoint(result())
     bar.close()

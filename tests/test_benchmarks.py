@@ -50,6 +50,21 @@ def test_end_to_end_run_writes_json_markdown_and_plot(tiny_dir, tmp_path):
             assert len(r["draft_trace"]) == r["passes"] and all(0 <= a <= d for d, a in r["draft_trace"])
 
 
+def test_draftless_history_drafts_from_the_earlier_prompts_outputs_only(tiny_dir, monkeypatch):
+    from benchmarks import methods
+
+    seen = []  # the history's documents when each draftless_history run starts
+    real = methods.history_corpus
+    monkeypatch.setattr(methods, "history_corpus",
+                        lambda model: (lambda c: seen.append([d.tolist() for d in c.documents()]) or c)(real(model)))
+    result = run_main(["--model", str(tiny_dir), "--suite", "repetitive,code_edit", "--limit", "2",
+                       "--max-new-tokens", "12", "--methods", "draftless_history", "--repeats", "2"])
+    assert all(r["identical_to_vanilla"] for r in result["runs"]) and not result["mismatches"]
+    answers = [o["tokens"][o["prompt_len"]:] for o in result["outputs"]]
+    # both repeats of prompt i see the outputs of prompts 0 .. i-1, never their own
+    assert seen == [answers[:i] for i in range(len(answers)) for _ in range(2)]
+
+
 def test_draftless_quick_drafts_under_a_two_length_curve_measured_before_the_runs(tiny_dir, monkeypatch):
     from benchmarks import methods
 
