@@ -1,6 +1,6 @@
 """Model-free replay: feed the greedy outputs recorded by ``benchmarks.run`` through drafting policies.
 
-    python -m benchmarks.replay RUN.json [--grid] [--cost run|cpu|near_flat] [--json PATH]
+    python -m benchmarks.replay RUN.json [--grid] [--history] [--cost run|cpu|near_flat] [--json PATH]
 
 No model runs: the recorded continuation is the truth, so each step accepts the longest draft prefix that
 equals it, then one bonus token, exactly as greedy verification would. Per drafting configuration and suite
@@ -11,7 +11,10 @@ holds one; otherwise Gemma 3 270M on a 2-core CPU),
 relative to plain decoding at c(0) per token. It takes seconds, which is how drafting defaults get chosen.
 ``--cost`` replays the same outputs under another curve: ``cpu`` (Gemma 3 270M on a 2-core CPU) or
 ``near_flat`` (an accelerator's shape, where a longer pass costs little more), so that a default chosen on
-this CPU can be checked against the flat curve the policy must also serve.
+this CPU can be checked against the flat curve the policy must also serve. ``--history`` adds the default
+policy drafting also from a ``ReferenceCorpus`` of the records replayed before, in the run's order: their
+outputs (``draftless_history``, as ``benchmarks.run --methods draftless_history`` measures it) or their
+prompts and outputs (``draftless_history_requests``).
 """
 
 import argparse
@@ -24,7 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from draftless.lookup import DraftConfig, NgramRule, PromptLookupRule, SuffixDecodingRule, SuffixProposer
+from draftless.lookup import (DraftConfig, NgramRule, PromptLookupRule, ReferenceCorpus, SuffixDecodingRule,
+                              SuffixProposer)
 from draftless.lookup.acceptance_model import DEFAULT_PRIOR
 from draftless.lookup.adaptive import CPU_SMALL_MODEL, AdaptiveConfig, AdaptiveProposer
 from draftless.lookup.cost_model import CostCurve
@@ -68,12 +72,30 @@ def recorded_cost(run):
     return CostCurve(tuple(run["cost_curve"]["ks"]), tuple(run["cost_curve"]["seconds"])).relative()
 
 
-def configurations(grid=False, cost=CPU_SMALL_MODEL, excluded=()):
+class HistoryFactory:
+    """Makes the default policy over a corpus of the records replayed before this one (``replay`` calls ``start``
+    before the first record and ``done`` after each): their outputs, or with ``prompts`` whole requests."""
+
+    def __init__(self, cost, excluded, prompts=False):
+        self.cost, self.excluded, self.prompts = cost, excluded, prompts
+        self.start()
+
+    def start(self):
+        self.corpus = ReferenceCorpus()
+
+    def done(self, rec):
+        self.corpus.add(rec["tokens"][0 if self.prompts else rec["prompt_len"]:])
+
+    def __call__(self, truth):
+        return AdaptiveProposer(AdaptiveConfig(), cost=self.cost, excluded=self.excluded, corpus=self.corpus)
+
+
+def configurations(grid=False, cost=CPU_SMALL_MODEL, excluded=(), history=False):
     """Named proposer factories (each takes the true sequence, which only the oracle and the lookup ceilings
     read): the library's default, the fixed-length suffix proposer, the peers' rules, the oracle and the
     hindsight ceilings of lookup drafting (``lookup_ceiling``), plus with ``grid`` a grid of suffix and
     adaptive settings. ``excluded``: draft lengths the run's device did not verify exactly, which the adaptive
-    policy never chose there (a run's ``inexact_drafts``)."""
+    policy never chose there (a run's ``inexact_drafts``). ``history``: the ``HistoryFactory`` configurations too."""
     configs = {
         "draftless": lambda truth: AdaptiveProposer(AdaptiveConfig(), cost=cost, excluded=excluded),
         "suffix_fixed": lambda truth: SuffixProposer(DraftConfig()),
@@ -84,6 +106,9 @@ def configurations(grid=False, cost=CPU_SMALL_MODEL, excluded=()):
         "ceiling_recent": lambda truth: LookupCeilingProposer(truth, cost, "recent"),
         "ceiling_any": lambda truth: LookupCeilingProposer(truth, cost, "any"),
     }
+    if history:
+        configs["draftless_history"] = HistoryFactory(cost, excluded)
+        configs["draftless_history_requests"] = HistoryFactory(cost, excluded, prompts=True)
     if grid:
         for occurrence, max_draft, min_match in itertools.product(("recent", "first", "frequent"), (8, 16, 32),
                                                                   (1, 2, 3)):
@@ -136,8 +161,10 @@ def replay(outputs, configs, cost=CPU_SMALL_MODEL):
     for name, make in configs.items():
         per_suite = defaultdict(lambda: {"passes": 0, "accepted": 0, "drafted": 0, "seconds": 0.0, "model_s": 0.0,
                                          "hits": defaultdict(int), "tries": defaultdict(int)})
+        getattr(make, "start", lambda: None)()
         for rec in outputs:
             passes, accepted, drafted, seconds = replay_one(make(rec["tokens"]), rec["tokens"], rec["prompt_len"])
+            getattr(make, "done", lambda rec: None)(rec)
             for suite in (rec["suite"], "all"):
                 agg = per_suite[suite]
                 agg["passes"] += passes
@@ -199,8 +226,11 @@ def parse_run_arguments(parser, argv):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks.replay", description=__doc__.splitlines()[0])
     parser.add_argument("--grid", action="store_true", help="also replay a grid of suffix-proposer settings")
+    parser.add_argument("--history", action="store_true",
+                        help="also replay drafting from the earlier records' outputs (and requests)")
     args, data, cost = parse_run_arguments(parser, argv)
-    rows = replay(data["outputs"], configurations(args.grid, cost, tuple(data.get("inexact_drafts", ()))), cost)
+    configs = configurations(args.grid, cost, tuple(data.get("inexact_drafts", ())), history=args.history)
+    rows = replay(data["outputs"], configs, cost)
     sys.stdout.write(markdown(rows))
     if args.json:
         args.json.write_text(json.dumps({"source": str(args.run_json), "rows": rows}, indent=1))

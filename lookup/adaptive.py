@@ -17,7 +17,7 @@ import numpy as np
 from draftless.index import SuffixIndex
 from draftless.index.validation import as_token_array, check_positive_int
 
-from .acceptance_model import CORPUS, DEFAULT_PRIOR, GENERATED, LENGTH_EDGES, PROMPT, AcceptanceModel
+from .acceptance_model import CORPUS, CORPUS_PRIOR, DEFAULT_PRIOR, GENERATED, LENGTH_EDGES, PROMPT, AcceptanceModel
 from .config import check_max_draft
 from .copy_regime import CopyRegime
 from .corpus import ReferenceCorpus
@@ -82,6 +82,7 @@ class AdaptiveConfig:
     prior_strength: float = 2.0
     forgetting: float = 0.98
     prior: tuple = DEFAULT_PRIOR  # acceptance rate per matched-length bucket before any evidence
+    corpus_prior: tuple = CORPUS_PRIOR  # the same for a match in a ReferenceCorpus (see ``acceptance_model``)
     copy_length: int = 6  # a generated token is copied when it ends a match of at least this many tokens
     copy_share: float = 0.4  # the output is copying while at least this share of recent tokens is copied
     copy_memory: float = 0.98  # per-token forgetting of that share
@@ -114,10 +115,12 @@ class AdaptiveConfig:
         object.__setattr__(self, "periodic", bool(self.periodic))  # numpy's bool too, but stored as JSON's
         if not 0 <= self.copy_share <= 1:
             raise ValueError(f"copy_share must be in [0, 1], got {self.copy_share}")
-        prior = tuple(float(x) for x in self.prior)
-        if len(prior) != len(LENGTH_EDGES) or not all(0 < x < 1 for x in prior):
-            raise ValueError(f"prior must hold {len(LENGTH_EDGES)} rates in (0, 1), got {self.prior!r}")
-        object.__setattr__(self, "prior", prior)
+        for name in ("prior", "corpus_prior"):
+            value = getattr(self, name)
+            rates = tuple(float(x) for x in value)
+            if len(rates) != len(LENGTH_EDGES) or not all(0 < x < 1 for x in rates):
+                raise ValueError(f"{name} must hold {len(LENGTH_EDGES)} rates in (0, 1), got {value!r}")
+            object.__setattr__(self, name, rates)
 
 
 def best_draft_length(expected, cost, excluded=()):
@@ -167,7 +170,7 @@ class AdaptiveProposer:
         self.index = SuffixIndex(tokens, vocab_size=self.vocab_size)
         self.prompt_len = len(self.index)
         c = self.config
-        self.acceptance = AcceptanceModel(c.prior, c.prior_strength, c.forgetting)
+        self.acceptance = AcceptanceModel(c.prior, c.prior_strength, c.forgetting, c.corpus_prior)
         self.regime = CopyRegime(c.copy_length, c.copy_share, c.copy_memory)
         self.occurrences = OccurrenceChooser(c.occurrence_memory, c.occurrence_margin, c.periodic)
         self._pending = None

@@ -45,6 +45,21 @@ def test_replay_on_a_recorded_run(tmp_path):
     assert flat[("suffix_fixed", "code_edit")]["passes"] == by[("suffix_fixed", "code_edit")]["passes"]
 
 
+def test_replayed_history_drafts_from_earlier_records_only(tmp_path):
+    from benchmarks.replay import main as replay_main
+
+    answer = list(range(20, 50))  # the second request's answer is the first one's: only a history drafts it
+    run = {"outputs": [{"suite": "qa", "prompt_id": "a", "prompt_len": 3, "tokens": [10, 11, 12] + answer},
+                       {"suite": "math", "prompt_id": "b", "prompt_len": 3, "tokens": [13, 14, 15] + answer}]}
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(run))
+    for _ in range(2):  # a second replay starts from an empty history again
+        by = {(r["config"], r["suite"]): r for r in replay_main([str(path), "--history"])}
+        assert by[("draftless_history", "qa")]["mean_accepted"] == by[("draftless", "qa")]["mean_accepted"] == 1.0
+        assert by[("draftless_history", "math")]["mean_accepted"] > 5 and by[("draftless", "math")]["passes"] == 29
+        assert by[("draftless_history_requests", "math")]["mean_accepted"] > 5
+
+
 def test_coarse_curve_prices_a_shorter_calibration(tmp_path):
     import numpy as np
 
