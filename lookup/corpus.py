@@ -14,6 +14,7 @@ Documents may be added between requests and while other threads generate: every 
 the corpus's lock, and a request keeps the index it started with if a rebuild replaces it.
 """
 
+import numbers
 import threading
 import zipfile
 
@@ -60,6 +61,9 @@ class ReferenceCorpus:
 
     def add(self, tokens):
         """Add one document (a 1-D sequence of token ids; an empty one is ignored)."""
+        if isinstance(tokens, numbers.Integral):  # ReferenceCorpus([1, 2, 3]) meant one document, not three
+            raise TypeError(f"a document must be a 1-D sequence of token ids, got {type(tokens).__name__} (pass "
+                            f"ReferenceCorpus([tokens]) for one document)")
         doc = as_token_array(tokens, self.vocab_size)
         if self.max_tokens is not None and doc.size > self.max_tokens:
             raise ValueError(f"tokens holds {doc.size} token ids, more than max_tokens={self.max_tokens}")

@@ -80,6 +80,7 @@ def test_past_max_tokens_the_oldest_documents_go():
 
 @pytest.mark.parametrize("build, error, words", [
     (lambda: ReferenceCorpus("abc"), TypeError, "documents"),
+    (lambda: ReferenceCorpus([1, 2, 3]), TypeError, "a 1-D sequence of token ids, got int"),  # one flat document
     (lambda: ReferenceCorpus([[1, -2]]), ValueError, "negative token id"),
     (lambda: ReferenceCorpus([[1.5]]), TypeError, "integer token ids"),
     (lambda: ReferenceCorpus([[5]], vocab_size=5), ValueError, "past the vocabulary"),
@@ -130,7 +131,7 @@ def test_rejected_corpus_drafts_fall_back_to_plain_steps():
     p.reset(np.array([5, 6]))
     origins = []
     for step in range(80):  # the stream keeps ending in the corpus's "5 6", and the model never follows it
-        draft = p.propose(64)
+        p.propose(64)
         origins.append(None if p._pending is None else p._pending[1])
         p.update(np.array([100 + step]))
         p.propose(64)
