@@ -11,35 +11,50 @@ FORMAT_VERSION = 1
 _KEYS = {"format", "version", "vocab_size", "recency_depth", "tokens", "nodes", "edges", "meta"}
 
 
-def save_index(index, path):
-    tokens, nodes, edges, meta = index._state_arrays()
+def write_archive(path, format_name, version, **arrays):
+    """Write ``arrays`` to ``path`` as ``.npz`` under a format name and version (read back by ``read_archive``)."""
     with open(path, "wb") as fh:  # a file object keeps numpy from appending ".npz" to the name
-        np.savez_compressed(
-            fh, format=np.array(FORMAT_NAME), version=np.array(FORMAT_VERSION, dtype=np.int64),
-            vocab_size=np.array(index.vocab_size, dtype=np.int64),
-            recency_depth=np.array(index.recency_depth, dtype=np.int64),
-            tokens=tokens, nodes=nodes, edges=edges, meta=meta)
+        np.savez_compressed(fh, format=np.array(format_name), version=np.array(version, dtype=np.int64), **arrays)
 
 
-def _fail(path, why):
-    raise ValueError(f"{path!s} is not a readable draftless index: {why}")
-
-
-def load_index(cls, path):
+def read_archive(path, what, format_name, version, keys):
+    """The arrays of a ``write_archive`` file, loaded without pickle and checked for the format name, version
+    and exactly ``keys`` (format and version included); anything else is a ``ValueError`` naming the file as
+    not a readable draftless ``what``."""
     try:
         with np.load(path, allow_pickle=False) as data:
             arrays = {k: data[k] for k in data.files}
     except FileNotFoundError:
         raise
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        _fail(path, f"not an .npz archive ({exc})")
-    if set(arrays) != _KEYS:
-        _fail(path, f"expected arrays {sorted(_KEYS)}, found {sorted(arrays)}")
-    if arrays["format"].shape != () or str(arrays["format"]) != FORMAT_NAME:
-        _fail(path, "it was written by something else")
-    version = int(arrays["version"])
-    if version != FORMAT_VERSION:
-        _fail(path, f"format version {version}; this draftless reads version {FORMAT_VERSION}")
+        archive_error(path, what, f"not an .npz archive ({exc})")
+    if set(arrays) != set(keys):
+        archive_error(path, what, f"expected arrays {sorted(keys)}, found {sorted(arrays)}")
+    if arrays["format"].shape != () or str(arrays["format"]) != format_name:
+        archive_error(path, what, "it was written by something else")
+    found = int(arrays["version"])
+    if found != version:
+        archive_error(path, what, f"format version {found}; this draftless reads version {version}")
+    return arrays
+
+
+def archive_error(path, what, why):
+    raise ValueError(f"{path!s} is not a readable draftless {what}: {why}")
+
+
+def save_index(index, path):
+    tokens, nodes, edges, meta = index._state_arrays()
+    write_archive(path, FORMAT_NAME, FORMAT_VERSION, vocab_size=np.array(index.vocab_size, dtype=np.int64),
+                  recency_depth=np.array(index.recency_depth, dtype=np.int64), tokens=tokens, nodes=nodes,
+                  edges=edges, meta=meta)
+
+
+def _fail(path, why):
+    archive_error(path, "index", why)
+
+
+def load_index(cls, path):
+    arrays = read_archive(path, "index", FORMAT_NAME, FORMAT_VERSION, _KEYS)
     tokens, nodes, edges, meta = (arrays[k] for k in ("tokens", "nodes", "edges", "meta"))
     shapes_ok = (tokens.ndim == 1 and nodes.ndim == 2 and nodes.shape[1] == L.NODE_FIELDS
                  and edges.ndim == 2 and edges.shape[1] == L.EDGE_FIELDS and meta.shape == (L.META_FIELDS,))

@@ -16,11 +16,10 @@ the corpus's lock, and a request keeps the index it started with if a rebuild re
 
 import numbers
 import threading
-import zipfile
-
 import numpy as np
 
 from draftless.index import SuffixIndex
+from draftless.index.storage import archive_error, read_archive, write_archive
 from draftless.index.validation import MAX_VOCAB, as_token_array, check_positive_int, check_vocab_size
 
 FORMAT_NAME = "draftless.ReferenceCorpus"
@@ -101,32 +100,17 @@ class ReferenceCorpus:
         with self._lock:
             tokens = np.concatenate(self._docs) if self._docs else np.zeros(0, dtype=np.int32)
             starts = self.starts.copy()
-        with open(path, "wb") as fh:  # a file object keeps numpy from appending ".npz" to the name
-            np.savez_compressed(
-                fh, format=np.array(FORMAT_NAME), version=np.array(FORMAT_VERSION, dtype=np.int64),
-                vocab_size=np.array(self.vocab_size, dtype=np.int64),
-                max_tokens=np.array(-1 if self.max_tokens is None else self.max_tokens, dtype=np.int64),
-                tokens=tokens.astype(np.int32), starts=starts)
+        write_archive(path, FORMAT_NAME, FORMAT_VERSION, vocab_size=np.array(self.vocab_size, dtype=np.int64),
+                      max_tokens=np.array(-1 if self.max_tokens is None else self.max_tokens, dtype=np.int64),
+                      tokens=tokens.astype(np.int32), starts=starts)
 
     @classmethod
     def load(cls, path):
         """The corpus saved at ``path`` (no pickle); a ``ValueError`` names the file if it is not one."""
         def fail(why):
-            raise ValueError(f"{path!s} is not a readable draftless corpus: {why}")
+            archive_error(path, "corpus", why)
 
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                arrays = {k: data[k] for k in data.files}
-        except FileNotFoundError:
-            raise
-        except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-            fail(f"not an .npz archive ({exc})")
-        if set(arrays) != _KEYS:
-            fail(f"expected arrays {sorted(_KEYS)}, found {sorted(arrays)}")
-        if arrays["format"].shape != () or str(arrays["format"]) != FORMAT_NAME:
-            fail("it was written by something else")
-        if int(arrays["version"]) != FORMAT_VERSION:
-            fail(f"format version {int(arrays['version'])}; this draftless reads version {FORMAT_VERSION}")
+        arrays = read_archive(path, "corpus", FORMAT_NAME, FORMAT_VERSION, _KEYS)
         tokens, starts = arrays["tokens"], arrays["starts"]
         if tokens.ndim != 1 or tokens.dtype != np.int32 or starts.ndim != 1 or starts.dtype != np.int64:
             fail("array shapes or dtypes do not match the format")
