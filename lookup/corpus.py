@@ -14,6 +14,7 @@ Documents may be added between requests and while other threads generate: every 
 the corpus's lock, and a request keeps the index it started with if a rebuild replaces it.
 """
 
+import collections
 import numbers
 import threading
 import numpy as np
@@ -41,7 +42,7 @@ class ReferenceCorpus:
         self.vocab_size = check_vocab_size(vocab_size)
         self.max_tokens = None if max_tokens is None else check_positive_int(max_tokens, "max_tokens")
         self._lock = threading.RLock()
-        self._docs = []
+        self._docs = collections.deque()
         self._rebuild()
         if isinstance(documents, (str, bytes)) or not hasattr(documents, "__iter__"):
             raise TypeError(f"documents must be a collection of token id sequences, got {type(documents).__name__}")
@@ -50,13 +51,23 @@ class ReferenceCorpus:
 
     def _rebuild(self):
         self.index = SuffixIndex(vocab_size=self.vocab_size)
-        self.starts = np.zeros(0, dtype=np.int64)
+        # each document's first position; a new buffer on every rebuild, so that views taken before keep theirs
+        self._starts = np.zeros(max(16, 2 * len(self._docs)), dtype=np.int64)
+        self._n_docs = 0
         for doc in self._docs:
             self._append(doc)
 
     def _append(self, doc):
-        self.starts = np.append(self.starts, len(self.index))
+        if self._n_docs == self._starts.size:  # doubled: amortised O(1) a document
+            self._starts = np.concatenate([self._starts, np.zeros_like(self._starts)])
+        self._starts[self._n_docs] = len(self.index)
+        self._n_docs += 1
         self.index.extend(doc)
+
+    @property
+    def starts(self):
+        """Each document's first position in ``index`` (int64, oldest first)."""
+        return self._starts[: self._n_docs]
 
     def add(self, tokens):
         """Add one document (a 1-D sequence of token ids; an empty one is ignored)."""
@@ -73,7 +84,7 @@ class ReferenceCorpus:
             if self.max_tokens is not None and len(self.index) + doc.size > self.max_tokens:
                 total = len(self.index) + doc.size
                 while total > KEEP_AFTER_DROP * self.max_tokens and len(self._docs) > 1:
-                    total -= self._docs.pop(0).size
+                    total -= self._docs.popleft().size
                 self._rebuild()  # a new index: views taken before keep the old one
             else:
                 self._append(doc)

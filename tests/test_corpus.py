@@ -61,6 +61,17 @@ def test_documents_added_during_a_request_are_matched_and_bounded():
     assert view.length == 2 and view.continuation(10).tolist() == [10]  # not into [11, 12]
 
 
+def test_many_documents_and_drops_keep_the_starts_right():
+    rng = np.random.default_rng(0)
+    corpus = ReferenceCorpus(max_tokens=400)
+    for i in range(300):  # the starts buffer doubles past 16 documents; past 400 tokens the oldest go
+        corpus.add(rng.integers(0, 6, rng.integers(1, 9)))
+        if i % 37 == 0:
+            corpus.check_invariants()
+    corpus.check_invariants()
+    assert 0.5 * 400 < len(corpus) <= 400
+
+
 def test_past_max_tokens_the_oldest_documents_go():
     corpus = ReferenceCorpus(max_tokens=10)
     corpus.add([1, 2, 3, 4])
