@@ -17,11 +17,14 @@ the corpus's lock, and a request keeps the index it started with if a rebuild re
 import collections
 import numbers
 import threading
+
 import numpy as np
 
 from draftless.index import SuffixIndex
 from draftless.index.storage import archive_error, read_archive, write_archive
 from draftless.index.validation import MAX_VOCAB, as_token_array, check_positive_int, check_vocab_size
+
+from .occurrence import frequent_end
 
 FORMAT_NAME = "draftless.ReferenceCorpus"
 FORMAT_VERSION = 1
@@ -190,8 +193,7 @@ class CorpusView:
         if self.length == 0:
             return -1
         with self.corpus._lock:
-            best = self.matcher.continuations(limit=1)
-            return int(best.ends[0]) - 1 if best.tokens.size else self.matcher.recent_end
+            return frequent_end(self.matcher.continuations(limit=1), self.matcher.recent_end)
 
     def available(self, end):
         """How many tokens follow ``end`` in its own document."""

@@ -30,9 +30,15 @@ def source_end(index, match, occurrence):
     continuation is drafted, by a fixed ``occurrence`` rule of ``AdaptiveConfig``: "frequent", "recent" or
     "first"."""
     if occurrence == "frequent":
-        best = index.continuations(limit=1)  # ties go to the more recent occurrence
-        return int(best.ends[0]) - 1 if best.tokens.size else match.recent_end
+        return frequent_end(index.continuations(limit=1), match.recent_end)
     return match.recent_end if occurrence == "recent" else match.first_end
+
+
+def frequent_end(best, recent_end):
+    """The "frequent" rule's end position: the latest occurrence of the token that most often followed the
+    match, given the match's top follower (``continuations(limit=1)``; ties go to the more recent occurrence),
+    or ``recent_end``, the match's latest occurrence, where nothing followed it."""
+    return int(best.ends[0]) - 1 if best.tokens.size else recent_end
 
 
 def rule_ends(index, match):
