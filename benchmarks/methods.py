@@ -38,10 +38,11 @@ def _hf(planned=False, **extra):
     return run
 
 
-def _loop(make_proposer=None):
+def _loop(make_proposer=None, make_corpus=None):
     def run(model, tokenizer, inputs, max_new_tokens, streamer, reference, sampling):
         proposer = make_proposer(reference) if make_proposer is not None else None
-        gen = SpeculativeGenerator(model, tokenizer, proposer=proposer)
+        corpus = make_corpus(model) if make_corpus is not None else None
+        gen = SpeculativeGenerator(model, tokenizer, proposer=proposer, corpus=corpus)
         out = gen.generate(**inputs, max_new_tokens=max_new_tokens, streamer=streamer, **sampling)
         return out, gen.last_stats
     return run
@@ -81,12 +82,6 @@ def forget(model):
     _histories.pop(model, None)
 
 
-def _history(model, tokenizer, inputs, max_new_tokens, streamer, reference, sampling):
-    gen = SpeculativeGenerator(model, tokenizer, corpus=history_corpus(model))
-    out = gen.generate(**inputs, max_new_tokens=max_new_tokens, streamer=streamer, **sampling)
-    return out, gen.last_stats
-
-
 METHODS = {
     "vanilla": _hf(),
     "hf_pld": _hf(prompt_lookup_num_tokens=10),
@@ -98,7 +93,7 @@ METHODS = {
     "rule_suffix": _loop(lambda ref: SuffixDecodingRule()),
     "no_draft": _loop(lambda ref: NullProposer()),
     "draftless_quick": _quick,
-    "draftless_history": _history,
+    "draftless_history": _loop(make_corpus=lambda model: history_corpus(model)),  # looked up per run
     **{f"oracle_k{k}": _loop(lambda ref, k=k: OracleProposer(ref, k)) for k in ORACLE_KS},
 }
 DEFAULT_METHODS = ("vanilla", "hf_pld", "hf_pld_n3", "hf_pld_planned", "draftless", "rule_pld", "rule_ngram32",
