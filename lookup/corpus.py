@@ -152,7 +152,7 @@ class ReferenceCorpus:
             expected = np.concatenate(self._docs) if self._docs else np.zeros(0, dtype=np.int32)
             if not np.array_equal(self.index.tokens, expected):
                 raise AssertionError("the index does not hold the documents")
-            if not np.array_equal(self.starts, np.cumsum([0] + sizes[:-1]) if sizes else self.starts[:0]):
+            if not np.array_equal(self.starts, np.cumsum([0] + sizes)[:-1]):
                 raise AssertionError("document starts disagree with the documents")
             if self.max_tokens is not None and len(self.index) > self.max_tokens:
                 raise AssertionError("the corpus holds more than max_tokens")
