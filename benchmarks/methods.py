@@ -5,8 +5,9 @@ settings, or is empty for greedy decoding.
 ``vanilla`` and the ``hf_*`` methods are transformers' own ``generate``; ``hf_pld_planned`` is transformers'
 prompt lookup with every linear layer in the form draftless's loop uses (``linear_plan``), so that a table
 compares the drafting on an equal pass; the ``rule_*`` methods plug the peers' drafting rules into
-draftless's verification loop (transformers' prompt lookup, vLLM's n-gram proposer, SuffixDecoding); ``no_draft`` runs that loop drafting nothing, so that a table shows what the
-loop alone (its linear layers' forms, its lighter step) gains over ``generate`` before any drafting;
+draftless's verification loop (transformers' prompt lookup, vLLM's n-gram proposer, SuffixDecoding,
+SAM-Decoding, REST and llama.cpp's lookup); ``no_draft`` runs that loop drafting nothing, so that a table shows
+what the loop alone (its linear layers' forms, its lighter step) gains over ``generate`` before any drafting;
 ``oracle_k*`` drafts the true greedy continuation (``reference``, from the vanilla run) in linear drafts of k
 tokens: the ceiling for linear drafting. ``draftless_quick`` is the default policy under a calibration of a second
 or two: c(0) and c(63) only, one warm-up and one timed pass each (``quick_cost_curve``), instead of the cached
@@ -22,8 +23,8 @@ import weakref
 from draftless.integration import SpeculativeGenerator
 from draftless.integration.calibration import cached_inexact_drafts, cached_linear_plans, measure_cost_curve
 from draftless.integration.linear_plan import planned_linears
-from draftless.lookup import (AdaptiveConfig, AdaptiveProposer, NgramRule, NullProposer, PromptLookupRule,
-                              ReferenceCorpus, SuffixDecodingRule)
+from draftless.lookup import (AdaptiveConfig, AdaptiveProposer, LlamaCppLookupRule, NgramRule, NullProposer,
+                              PromptLookupRule, ReferenceCorpus, RestRule, SamDecodingRule, SuffixDecodingRule)
 
 from .oracle import ORACLE_KS, OracleProposer
 
@@ -91,13 +92,16 @@ METHODS = {
     "rule_pld": _loop(lambda ref: PromptLookupRule()),
     "rule_ngram32": _loop(lambda ref: NgramRule()),
     "rule_suffix": _loop(lambda ref: SuffixDecodingRule()),
+    "rule_sam": _loop(lambda ref: SamDecodingRule()),
+    "rule_rest": _loop(lambda ref: RestRule()),
+    "rule_llamacpp": _loop(lambda ref: LlamaCppLookupRule()),
     "no_draft": _loop(lambda ref: NullProposer()),
     "draftless_quick": _quick,
     "draftless_history": _loop(make_corpus=lambda model: history_corpus(model)),  # looked up per run
     **{f"oracle_k{k}": _loop(lambda ref, k=k: OracleProposer(ref, k)) for k in ORACLE_KS},
 }
 DEFAULT_METHODS = ("vanilla", "hf_pld", "hf_pld_n3", "hf_pld_planned", "draftless", "rule_pld", "rule_ngram32",
-                   "rule_suffix", "no_draft", "oracle")
+                   "rule_suffix", "rule_sam", "rule_rest", "rule_llamacpp", "no_draft", "oracle")
 PREPARE = {"draftless_quick": quick_cost_curve}  # measured before any run is timed, so that no run pays for it
 
 

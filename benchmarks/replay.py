@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from draftless.lookup import (DraftConfig, NgramRule, PromptLookupRule, ReferenceCorpus, SuffixDecodingRule,
-                              SuffixProposer)
+from draftless.lookup import (DraftConfig, LlamaCppLookupRule, NgramRule, PromptLookupRule, ReferenceCorpus,
+                              RestRule, SamDecodingRule, SuffixDecodingRule, SuffixProposer)
 from draftless.lookup.acceptance_model import DEFAULT_PRIOR
 from draftless.lookup.adaptive import CPU_SMALL_MODEL, AdaptiveConfig, AdaptiveProposer
 from draftless.lookup.cost_model import CostCurve
@@ -102,6 +102,9 @@ def configurations(grid=False, cost=CPU_SMALL_MODEL, excluded=(), history=False)
         "rule_pld": lambda truth: PromptLookupRule(),
         "rule_ngram32": lambda truth: NgramRule(),
         "rule_suffix": lambda truth: SuffixDecodingRule(),
+        "rule_sam": lambda truth: SamDecodingRule(),
+        "rule_rest": lambda truth: RestRule(),
+        "rule_llamacpp": lambda truth: LlamaCppLookupRule(),
         **{f"oracle_k{k}": lambda truth, k=k: OracleProposer(truth, k) for k in ORACLE_KS},
         "ceiling_recent": lambda truth: LookupCeilingProposer(truth, cost, "recent"),
         "ceiling_any": lambda truth: LookupCeilingProposer(truth, cost, "any"),

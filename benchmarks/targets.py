@@ -6,7 +6,8 @@ For each run (written by ``benchmarks.run --json``) and each target that its sui
 measured figure, the bar it must clear and whether it does, as a Markdown table. The targets:
 
 - every suite: ``draftless`` faster than the best of ``rule_pld`` and ``rule_ngram32``, and than
-  ``rule_suffix`` (SuffixDecoding's rule) where the run has it;
+  each other peer's rule the run has (``rule_suffix``, SuffixDecoding; ``rule_sam``, SAM-Decoding;
+  ``rule_rest``, REST; ``rule_llamacpp``, llama.cpp's lookup);
 - ``code_edit``: at least 1.5x ``hf_pld`` and 0.8 of the oracle;
 - ``summarization``, ``rag``: at least 1.3x ``hf_pld``;
 - ``qa``, ``translation``, ``math``: at least 0.98x ``vanilla``;
@@ -18,6 +19,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
+
+OTHER_PEERS = ("rule_suffix", "rule_sam", "rule_rest", "rule_llamacpp")
 
 
 def check(result):
@@ -38,9 +41,10 @@ def check(result):
         rules = [by[(suite, m)]["decode_tok_s"] for m in ("rule_pld", "rule_ngram32") if (suite, m) in by]
         if rules:
             add(suite, "vs best of rule_pld, rule_ngram32 (faster)", mine["decode_tok_s"] / max(rules), 1.0, strict=True)
-        if (suite, "rule_suffix") in by:  # the third peer, beside the two its targets name
-            add(suite, "vs rule_suffix (faster)", mine["decode_tok_s"] / by[(suite, "rule_suffix")]["decode_tok_s"],
-                1.0, strict=True)
+        for peer in OTHER_PEERS:  # the brief's other peers, beside the two the targets name
+            if (suite, peer) in by:
+                add(suite, f"vs {peer} (faster)", mine["decode_tok_s"] / by[(suite, peer)]["decode_tok_s"], 1.0,
+                    strict=True)
         if suite == "code_edit":
             add(suite, "vs hf_pld", mine["ratio_vs_hf_pld"], 1.5)
             add(suite, "fraction of oracle", mine["fraction_of_oracle"], 0.8)

@@ -5,6 +5,9 @@ from .adaptive import AdaptiveConfig, AdaptiveProposer
 from .config import DraftConfig
 from .corpus import ReferenceCorpus
 from .peer_rules import NgramRule, PromptLookupRule, SuffixDecodingRule
+from .peer_rules_retrieval import LlamaCppLookupRule, RestRule, SamDecodingRule
 from .proposer import NullProposer, Proposer, SuffixProposer
 
-__all__ = ["AdaptiveConfig", "AdaptiveProposer", "DraftConfig", "NgramRule", "NullProposer", "PromptLookupRule", "Proposer", "ReferenceCorpus", "SuffixDecodingRule", "SuffixProposer"]
+__all__ = ["AdaptiveConfig", "AdaptiveProposer", "DraftConfig", "LlamaCppLookupRule", "NgramRule", "NullProposer",
+           "PromptLookupRule", "Proposer", "ReferenceCorpus", "RestRule", "SamDecodingRule", "SuffixDecodingRule",
+           "SuffixProposer"]

@@ -39,7 +39,8 @@ def test_end_to_end_run_writes_json_markdown_and_plot(tiny_dir, tmp_path):
     summary_keys = {"suite", "method", "decode_tok_s", "speedup_vs_vanilla", "ratio_vs_hf_pld", "fraction_of_oracle"}
     assert all(summary_keys <= set(r) for r in data["summary"])
     assert all(r["identical_to_vanilla"] for r in data["runs"])
-    assert {r["method"] for r in data["summary"]} >= {"vanilla", "hf_pld", "draftless", "rule_ngram32", "oracle"}
+    assert {r["method"] for r in data["summary"]} >= {"vanilla", "hf_pld", "draftless", "rule_ngram32", "rule_sam",
+                                                      "rule_rest", "rule_llamacpp", "oracle"}
     assert "| code_edit | draftless |" in (tmp_path / "r.md").read_text()
     assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
     assert len(data["outputs"]) == 4  # code_edit, repetitive, and two multi_turn turns
@@ -237,10 +238,11 @@ def test_targets_are_checked_against_the_summary():
 
     result = {"model": "m", "mismatches": [], "runs": [{"identical_to_vanilla": True}], "summary": [
         row("code_edit", "draftless", 10.0, ratio_vs_hf_pld=2.0, fraction_of_oracle=0.7),
-        row("code_edit", "rule_pld", 5.0), row("code_edit", "rule_ngram32", 10.0),
-        row("qa", "draftless", 1.0, speedup_vs_vanilla=0.99), row("all", "draftless", 3.0)]}
+        row("code_edit", "rule_pld", 5.0), row("code_edit", "rule_ngram32", 10.0), row("code_edit", "rule_sam", 9.0),
+        row("qa", "draftless", 1.0, speedup_vs_vanilla=0.99), row("qa", "rule_llamacpp", 1.2), row("all", "draftless", 3.0)]}
     met = {(s, t.split(" (")[0]): ok for _, s, t, _, _, ok in check(result)}
     assert met == {("code_edit", "vs best of rule_pld, rule_ngram32"): False,  # a tie is not faster
+                   ("code_edit", "vs rule_sam"): True, ("qa", "vs rule_llamacpp"): False,  # every other peer run
                    ("code_edit", "vs hf_pld"): True, ("code_edit", "fraction of oracle"): False,
                    ("qa", "vs vanilla"): True, ("all", "greedy outputs identical to vanilla"): True}
     assert "| m | code_edit | fraction of oracle | 0.700 | 0.8 | NO |" in markdown(check(result))
