@@ -89,7 +89,21 @@ class NgramRule(_RescanRule):
         super().__init__(min_ngram, max_ngram, num_tokens)
 
 
-class SuffixDecodingRule:
+class IndexedRule:
+    """A rule that reads draftless's suffix index over the request's stream (``self.index``), rebuilt by
+    ``reset`` and extended by ``update``."""
+
+    def __init__(self):
+        self.index = SuffixIndex()  # until ``reset``: an empty stream, this rule's own
+
+    def reset(self, tokens):
+        self.index = SuffixIndex(tokens)
+
+    def update(self, tokens):
+        self.index.extend(tokens)
+
+
+class SuffixDecodingRule(IndexedRule):
     """SuffixDecoding's path speculation over the request's own tokens (see the module doc)."""
 
     def __init__(self, max_depth=24, max_spec_tokens=32, max_spec_factor=1.0, min_token_prob=0.1):
@@ -100,13 +114,7 @@ class SuffixDecodingRule:
                              f"{min_token_prob}")
         self.max_depth, self.max_spec_tokens = max_depth, max_spec_tokens
         self.max_spec_factor, self.min_token_prob = max_spec_factor, min_token_prob
-        self.index = SuffixIndex()
-
-    def reset(self, tokens):
-        self.index = SuffixIndex(tokens)
-
-    def update(self, tokens):
-        self.index.extend(tokens)
+        super().__init__()
 
     def propose(self, max_tokens):
         cap = min(draft_budget(max_tokens), self.max_spec_tokens)

@@ -24,8 +24,7 @@ REST, each as its published description reads, drafting one linear continuation 
 
 import numpy as np
 
-from draftless.index import SuffixIndex
-
+from .peer_rules import IndexedRule
 from .proposer import draft_budget
 
 EMPTY = np.empty(0, dtype=np.int64)
@@ -110,7 +109,7 @@ class LlamaCppLookupRule:
         return np.array(draft, dtype=np.int64)
 
 
-class SamDecodingRule:
+class SamDecodingRule(IndexedRule):
     """SAM-Decoding's draft from its dynamic suffix automaton (see the module doc)."""
 
     def __init__(self, max_predicts=60, alpha=4.0):
@@ -119,13 +118,7 @@ class SamDecodingRule:
         if not alpha > 0:
             raise ValueError(f"alpha must be > 0, got {alpha}")
         self.max_predicts, self.alpha = max_predicts, alpha
-        self.index = SuffixIndex()
-
-    def reset(self, tokens):
-        self.index = SuffixIndex(tokens)
-
-    def update(self, tokens):
-        self.index.extend(tokens)
+        super().__init__()
 
     def propose(self, max_tokens):
         budget = draft_budget(max_tokens)
@@ -136,7 +129,7 @@ class SamDecodingRule:
         return self.index.continuation(match.first_end, k).astype(np.int64)
 
 
-class RestRule:
+class RestRule(IndexedRule):
     """REST's retrieval with the request as its datastore, drafting the trie's heaviest path (see the module
     doc)."""
 
@@ -146,13 +139,7 @@ class RestRule:
         if max_depth < 1:
             raise ValueError(f"max_depth must be >= 1, got {max_depth}")
         self.max_span, self.min_span, self.max_depth = max_span, min_span, max_depth
-        self.index = SuffixIndex()
-
-    def reset(self, tokens):
-        self.index = SuffixIndex(tokens)
-
-    def update(self, tokens):
-        self.index.extend(tokens)
+        super().__init__()
 
     def propose(self, max_tokens):
         k = min(draft_budget(max_tokens), self.max_depth)

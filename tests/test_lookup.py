@@ -6,7 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from draftless.lookup import (
-    AdaptiveProposer, DraftConfig, NgramRule, NullProposer, PromptLookupRule, SuffixDecodingRule, SuffixProposer,
+    AdaptiveProposer, DraftConfig, LlamaCppLookupRule, NgramRule, NullProposer, PromptLookupRule, RestRule,
+    SamDecodingRule, SuffixDecodingRule, SuffixProposer,
 )
 from draftless.lookup.peer_rules import oldest_continuation
 
@@ -126,7 +127,7 @@ def test_suffix_decoding_rule_drafts_no_longer_than_its_match():
 
 
 @pytest.mark.parametrize("make", [NullProposer, SuffixProposer, AdaptiveProposer, PromptLookupRule, NgramRule,
-                                  SuffixDecodingRule])
+                                  SuffixDecodingRule, SamDecodingRule, RestRule, LlamaCppLookupRule])
 def test_every_proposer_refuses_a_bad_budget(make):
     p = make()
     p.reset(np.array([1, 2, 3, 1, 2]))

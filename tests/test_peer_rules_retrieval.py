@@ -123,12 +123,3 @@ def test_nothing_repeats_nothing_drafted():
 def test_bad_settings_are_refused_by_name(make, error):
     with pytest.raises(ValueError, match=error):
         make()
-
-
-@pytest.mark.parametrize("make", [LlamaCppLookupRule, SamDecodingRule, RestRule])
-def test_bad_budget_refused(make):
-    rule = make()
-    rule.reset(np.array([1, 2, 3, 1, 2]))
-    for bad, error in ((-1, ValueError), (2.5, TypeError), ("3", TypeError), (True, TypeError)):
-        with pytest.raises(error, match="max_tokens"):
-            rule.propose(bad)
