@@ -24,6 +24,8 @@ REST, each as its published description reads, drafting one linear continuation 
 
 import numpy as np
 
+from draftless.index.validation import MAX_VOCAB, as_token_array
+
 from .peer_rules import IndexedRule
 from .proposer import draft_budget
 
@@ -81,10 +83,10 @@ class LlamaCppLookupRule:
 
     def reset(self, tokens):
         self.counts = NgramCounts(self.ngram_min, self.ngram_max)
-        self.counts.extend(np.asarray(tokens).ravel())
+        self.counts.extend(as_token_array(tokens, MAX_VOCAB))  # ids checked as the index checks them
 
     def update(self, tokens):
-        self.counts.extend(np.asarray(tokens).ravel())
+        self.counts.extend(as_token_array(tokens, MAX_VOCAB))
 
     def _next(self, context):
         for n in range(min(self.ngram_max, len(context)), self.ngram_min - 1, -1):

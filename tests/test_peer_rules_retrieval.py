@@ -123,3 +123,14 @@ def test_nothing_repeats_nothing_drafted():
 def test_bad_settings_are_refused_by_name(make, error):
     with pytest.raises(ValueError, match=error):
         make()
+
+
+@pytest.mark.parametrize("make", [LlamaCppLookupRule, SamDecodingRule, RestRule])
+def test_bad_token_ids_are_refused_by_name(make):
+    rule = make()
+    for bad, error in (([1, -2], ValueError), ([1.5, 2.0], TypeError), (["a"], TypeError)):
+        with pytest.raises(error, match="tokens"):
+            rule.reset(bad)
+    rule.reset([1, 2, 1])
+    with pytest.raises(ValueError, match="tokens"):
+        rule.update([-1])
