@@ -165,6 +165,18 @@ class SuffixIndex:
             v, longest = link, shortest - 1
         return np.array(rows, dtype=np.int64).reshape(-1, 3)
 
+    def suffix_state(self, length):
+        """The state holding the stream's last ``length`` tokens (1 <= ``length`` <= ``longest_match().length``):
+        their occurrences are that state's (``state_ends``, ``state_count``, ``frequent_path``)."""
+        longest = int(self._meta[L.MATCH_LEN])
+        length = check_positive_int(length, "length")
+        if length > longest:
+            raise ValueError(f"length must be in [1, {longest}] (the longest earlier-occurring suffix), got {length}")
+        for state, shortest, _ in self.suffix_states():  # longest first: the first row that reaches down to it
+            if shortest <= length:
+                return int(state)
+        raise AssertionError("suffix_states covers every length up to the longest match")
+
     def state_length(self, state):
         return int(self._nodes[state, L.LEN])
 

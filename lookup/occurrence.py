@@ -47,10 +47,7 @@ def rule_ends(index, match):
     frequent = source_end(index, match, "frequent")
     first_short = match.first_end
     if match.length > SHORT:  # the state holding the last SHORT tokens: a suffix-link ancestor of the match's
-        for state, shortest, longest in index.suffix_states():
-            if shortest <= SHORT <= longest:
-                first_short = index.state_ends(int(state))[1]
-                break
+        first_short = index.state_ends(index.suffix_state(SHORT))[1]
     return frequent, first_short
 
 

@@ -148,7 +148,4 @@ class RestRule(IndexedRule):
         span = min(self.index.longest_match().length, self.max_span)
         if k <= 0 or span < self.min_span:
             return EMPTY
-        for state, shortest, longest in self.index.suffix_states():
-            if shortest <= span <= longest:  # every suffix of this many tokens ends where the span does
-                return self.index.frequent_path(int(state), k)[0].astype(np.int64)
-        return EMPTY
+        return self.index.frequent_path(self.index.suffix_state(span), k)[0].astype(np.int64)

@@ -124,6 +124,12 @@ def test_suffix_states_and_frequent_paths_match_naive(stream, max_len):
         assert (tokens.tolist(), counts.tolist()) == want, (stream, longest)
         assert naive.frequent_path(stream, int(shortest), max_len) == want  # one state, one set of followers
         assert all(a >= b for a, b in zip(counts.tolist(), counts.tolist()[1:]))
+        for n in range(int(shortest), int(longest) + 1):
+            assert idx.suffix_state(n) == state
+            assert idx.state_ends(state)[1] == min(naive.occurrence_ends(stream, stream[len(stream) - n:]))
+    for bad, error in ((0, ValueError), (length + 1, ValueError), (1.0, TypeError)):
+        with pytest.raises(error, match="length"):
+            idx.suffix_state(bad)
     with pytest.raises(ValueError, match="max_len"):
         idx.frequent_path(0, -1)
     with pytest.raises(ValueError, match="state"):
@@ -132,7 +138,6 @@ def test_suffix_states_and_frequent_paths_match_naive(stream, max_len):
 
 def test_frequent_path_docstring_example():
     idx = SuffixIndex([1, 2, 3, 1, 2, 4, 1, 2, 3, 1, 2])
-    (state, shortest, longest), = [row for row in idx.suffix_states() if row[1] <= 2 <= row[2]]
-    tokens, counts = idx.frequent_path(state, 4)
+    tokens, counts = idx.frequent_path(idx.suffix_state(2), 4)
     assert tokens.tolist() == [3, 1, 2, 4] and counts.tolist() == [2, 2, 2, 1]
     assert SuffixIndex([5, 6, 7]).suffix_states().shape == (0, 3)
