@@ -107,7 +107,7 @@ class LlamaCppLookupRule:
             if token is None:
                 break
             draft.append(token)
-            context = context[1:] + [token] if len(context) >= self.ngram_max else context + [token]
+            context = (context + [token])[-self.ngram_max:]
         return np.array(draft, dtype=np.int64)
 
 
