@@ -54,8 +54,9 @@ ADAPTIVE_KNOBS = {
 }
 # AdaptiveConfig fields added after some runs were recorded, with the value that reproduces the policy those runs
 # used: before the copy regime (copy_share 0: always copying) every draft was judged as a copy
-# and before the periodic continuation a draft stopped at the end of the stream
-LEGACY_FIELDS = {"copy_share": 0.0, "periodic": False}
+# and before the periodic continuation a draft stopped at the end of the stream; before ``earliest_in_prompt``
+# the "frequent" rule's occurrence stood wherever it lay
+LEGACY_FIELDS = {"copy_share": 0.0, "periodic": False, "earliest_in_prompt": 0}
 
 
 def recorded_config(run):

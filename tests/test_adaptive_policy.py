@@ -259,6 +259,9 @@ def test_frequent_occurrence_drafts_the_majority_follower():
         p.reset(stream)
         draft = p.propose(4)
         assert draft[0] == first
-    p = AdaptiveProposer(AdaptiveConfig(occurrence="frequent"), cost=FLAT)
+    p = AdaptiveProposer(AdaptiveConfig(occurrence="frequent", earliest_in_prompt=0), cost=FLAT)
     p.reset(stream)
     assert p.propose(3).tolist()[:2] == [1, 8]  # the latest occurrence of the majority follower
+    p = AdaptiveProposer(AdaptiveConfig(occurrence="frequent"), cost=FLAT)
+    p.reset(stream)  # all of it the prompt, and a request starts on the copying side: the copied passage
+    assert p.propose(3).tolist()[:2] == [1, 9]

@@ -81,6 +81,8 @@ def test_chooser_is_validated(kwargs):
     ({"occurrence_memory": 0.0}, ValueError), ({"occurrence_memory": 1.01}, ValueError),
     ({"occurrence_margin": -0.5}, ValueError), ({"occurrence_margin": "1"}, TypeError),
     ({"occurrence_memory": True}, TypeError), ({"occurrence": "oldest"}, ValueError),
+    ({"earliest_in_prompt": -1}, ValueError), ({"earliest_in_prompt": "2"}, TypeError),
+    ({"earliest_in_prompt": True}, TypeError),
 ])
 def test_config_fields_are_validated(kwargs, error):
     with pytest.raises(error, match=next(iter(kwargs))):
@@ -100,6 +102,49 @@ def test_policy_drafts_from_the_rule_that_leads():
     p.update([50, 9])  # the draft's first token accepted, then the target's own: both rules scored
     # frequent's continuation (60 9) got 0 of (50 9) right, first_short's both: scores forget by 0.6 a pass
     assert p.occurrences.scores.tolist() == pytest.approx([0.0, 1.5 * 0.6 + 2])
+
+
+PASSAGE = [10, 11, 12, 13, 14, 15]  # the prompt's passage, then an instruction quoting "12 13", then 99
+PROMPT = PASSAGE + [7, 12, 13, 99, 7]
+FLAT = CostCurve((0, 64), (1.0, 1.05))
+
+
+def copying_policy(prompt, **config):
+    p = AdaptiveProposer(AdaptiveConfig(**config), cost=FLAT)
+    p.reset(prompt)
+    p.regime.copied = p.regime.weight  # every token so far copied: the output is copying
+    return p
+
+
+@pytest.mark.parametrize("occurrence", ["learned", "frequent"])
+def test_a_copy_from_the_prompt_drafts_the_earliest_occurrence_of_its_match(occurrence):
+    """ "12 13" was followed once by 14 (the passage) and once by 99 (the instruction); "frequent" takes the latest
+    of equals, the instruction. While the output is copying, the copied passage is the earliest occurrence."""
+    assert copying_policy(PROMPT + [5, 12, 13], occurrence=occurrence).propose(4).tolist() == [14, 15, 7, 12]
+    off = copying_policy(PROMPT + [5, 12, 13], occurrence=occurrence, earliest_in_prompt=0)
+    assert off.propose(4).tolist() == [99, 7, 5, 12]
+    too_short = copying_policy(PROMPT + [5, 12, 13], occurrence=occurrence, earliest_in_prompt=3)  # a 2-token match
+    assert too_short.propose(4)[0] == 99
+    writing = copying_policy(PROMPT + [5, 12, 13], occurrence=occurrence)
+    writing.regime.copied = 0.0  # nothing copied lately: the output is writing
+    assert writing.propose(4)[0] == 99
+    recent = copying_policy(PROMPT + [5, 12, 13], occurrence="recent")  # the other fixed rules stay as they are
+    assert recent.propose(4)[0] == 99
+
+
+def test_the_earliest_occurrence_stays_out_of_a_match_the_output_repeats():
+    """Where the "frequent" occurrence lies in generated text, the output repeats itself, not the prompt."""
+    p = copying_policy(PROMPT)
+    p.update([12, 13, 42, 8, 12, 13, 42, 6, 12, 13])  # "12 13" now followed by 42 twice, both generated
+    p.regime.copied = p.regime.weight
+    assert p.index.longest_match().length == 2 and p.propose(4)[0] == 42
+
+
+def test_the_learned_rule_scores_the_occurrence_it_drafts():
+    p = copying_policy(PROMPT + [5, 12, 13])
+    assert p.propose(4).tolist() == [14, 15, 7, 12] and p._ends == (3, 3)  # both rules: the passage
+    p.update([14, 15, 77])  # two draft tokens accepted, then the target's own: 2 tokens right for each
+    assert p.occurrences.scores.tolist() == [2.0, 2.0]
 
 
 RECORDED = Path(__file__).resolve().parents[1] / "benchmarks" / "recorded"
