@@ -22,23 +22,28 @@ from draftless.lookup import AdaptiveConfig
 from .occurrence_evidence import columns
 
 
-def parse_values(knob, text):
-    """``text``'s comma-separated values, each of the type of ``knob``'s default (``true``/``false`` for a
-    bool)."""
+def knob_value(knob, text):
+    """``text`` as a value of ``AdaptiveConfig`` field ``knob``, of its default's type (``true``/``false`` for a
+    bool); tuple-valued knobs (``prior``) are refused."""
     fields = {f.name for f in dataclasses.fields(AdaptiveConfig)}
     if knob not in fields:
         raise ValueError(f"knob must be one of {sorted(fields)}, got {knob!r}")
     default = getattr(AdaptiveConfig(), knob)
     if isinstance(default, tuple):
-        raise ValueError(f"knob {knob!r} holds a tuple, which this tool does not vary")
-    values = []
-    for item in (v.strip() for v in text.split(",") if v.strip()):
-        if isinstance(default, bool):
-            if item.lower() not in ("true", "false"):
-                raise ValueError(f"values of {knob!r} must be true or false, got {item!r}")
-            values.append(item.lower() == "true")
-        else:
-            values.append(type(default)(item))
+        raise ValueError(f"knob {knob!r} holds a tuple, which cannot be set from the command line")
+    if isinstance(default, bool):
+        if text.lower() not in ("true", "false"):
+            raise ValueError(f"values of {knob!r} must be true or false, got {text!r}")
+        return text.lower() == "true"
+    try:
+        return type(default)(text)
+    except ValueError:
+        raise ValueError(f"values of {knob!r} must be of type {type(default).__name__}, got {text!r}") from None
+
+
+def parse_values(knob, text):
+    """``text``'s comma-separated values of ``knob`` (``knob_value``), at least two."""
+    values = [knob_value(knob, item) for item in (v.strip() for v in text.split(",") if v.strip())]
     if len(values) < 2:
         raise ValueError(f"values needs at least two values (the first is the baseline), got {text!r}")
     for v in values:

@@ -15,9 +15,13 @@ curve's 17 lengths in five rounds; ``PREPARE`` holds what such a method measures
 ``draftless_history`` is the default policy with a ``ReferenceCorpus`` holding the outputs of every prompt run
 before the current one (``remember``, called by the run after each prompt's rounds): the cross-request
 history of SuffixDecoding and llama.cpp's lookup cache, as a service that keeps it would draft.
+``draftless[knob=value+knob=value]`` is the default policy with those ``AdaptiveConfig`` knobs set
+(``variant_config``), so that a knob's evidence from replay can be measured end to end, side by side with the
+default, e.g. ``--methods draftless,draftless[earliest_in_prompt=0]``.
 """
 
 import contextlib
+import re
 import weakref
 
 from draftless.integration import SpeculativeGenerator
@@ -26,6 +30,7 @@ from draftless.integration.linear_plan import planned_linears
 from draftless.lookup import (AdaptiveConfig, AdaptiveProposer, LlamaCppLookupRule, NgramRule, NullProposer,
                               PromptLookupRule, ReferenceCorpus, RestRule, SamDecodingRule, SuffixDecodingRule)
 
+from .knob_evidence import knob_value
 from .oracle import ORACLE_KS, OracleProposer
 
 
@@ -39,11 +44,12 @@ def _hf(planned=False, **extra):
     return run
 
 
-def _loop(make_proposer=None, make_corpus=None):
+def _loop(make_proposer=None, make_corpus=None, make_config=None):
     def run(model, tokenizer, inputs, max_new_tokens, streamer, reference, sampling):
         proposer = make_proposer(reference) if make_proposer is not None else None
         corpus = make_corpus(model) if make_corpus is not None else None
-        gen = SpeculativeGenerator(model, tokenizer, proposer=proposer, corpus=corpus)
+        config = make_config() if make_config is not None else None
+        gen = SpeculativeGenerator(model, tokenizer, config=config, proposer=proposer, corpus=corpus)
         out = gen.generate(**inputs, max_new_tokens=max_new_tokens, streamer=streamer, **sampling)
         return out, gen.last_stats
     return run
@@ -105,6 +111,36 @@ DEFAULT_METHODS = ("vanilla", "hf_pld", "hf_pld_n3", "hf_pld_planned", "draftles
 PREPARE = {"draftless_quick": quick_cost_curve}  # measured before any run is timed, so that no run pays for it
 
 
+VARIANT = re.compile(r"draftless\[(?P<knobs>[^\[\]]+)\]")
+
+
+def variant_config(name):
+    """The ``AdaptiveConfig`` of a method named ``draftless[knob=value+knob=value]`` (the default with those
+    knobs set; the config's own checks apply), or None for any other name."""
+    match = VARIANT.fullmatch(name)
+    if match is None:
+        return None
+    knobs = {}
+    for item in match["knobs"].split("+"):
+        knob, sep, text = (part.strip() for part in item.partition("="))
+        if not sep or not text:
+            raise ValueError(f"method {name!r}: each knob needs a value, as draftless[knob=value], got {item!r}")
+        if knob in knobs:
+            raise ValueError(f"method {name!r} sets {knob!r} twice")
+        knobs[knob] = knob_value(knob, text)
+    return AdaptiveConfig(**knobs)
+
+
+def method(name):
+    """The function that runs method ``name``: one of ``METHODS`` or a ``draftless[...]`` variant."""
+    if name in METHODS:
+        return METHODS[name]
+    config = variant_config(name)
+    if config is None:
+        raise ValueError(f"unknown method {name!r}; choose from {', '.join(DEFAULT_METHODS)} or draftless[knob=value]")
+    return _loop(make_config=lambda: config)
+
+
 def expand(methods, sampling=False):
     """Method names to run, ``oracle`` standing for its three k values; vanilla always runs first (the
     reference for identity checks and for the oracle). Sampled text has no fixed continuation to draft, so
@@ -114,8 +150,7 @@ def expand(methods, sampling=False):
         if m == "oracle" and sampling:
             continue
         for name in ([f"oracle_k{k}" for k in ORACLE_KS] if m == "oracle" else [m]):
-            if name not in METHODS:
-                raise ValueError(f"unknown method {m!r}; choose from {', '.join(DEFAULT_METHODS)}")
+            method(name)  # a ValueError for an unknown name or a bad variant
             if name not in names:
                 names.append(name)
     return names

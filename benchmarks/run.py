@@ -15,7 +15,8 @@ excludes it. With ``--temperature``/``--top-p`` every method samples (each run s
 outputs then differ by chance, so the identity check is skipped and the oracle is left out. ``--device`` and
 ``--dtype`` place the model (``cuda``, ``bfloat16``, ...); the cost curve is calibrated for each placement.
 What a method measures for itself before the runs (``methods.PREPARE``: ``draftless_quick``'s two-length curve)
-is timed apart too (``prepare_s``). ``draftless_history`` drafts from the outputs of the prompts run before (the
+is timed apart too (``prepare_s``). ``draftless[knob=value]`` runs the default policy with that knob set
+(``methods.variant_config``). ``draftless_history`` drafts from the outputs of the prompts run before (the
 vanilla run's, which every method's equals under greedy decoding), in the interleaved order of the suites.
 """
 
@@ -35,7 +36,7 @@ from draftless.integration.models import DTYPES, check_device_available, device_
 from draftless.lookup import AdaptiveConfig
 
 from . import report
-from .methods import DEFAULT_METHODS, METHODS, PREPARE, expand, forget, remember
+from .methods import DEFAULT_METHODS, METHODS, PREPARE, expand, forget, method, remember, variant_config
 from .suites import SUITES, interleaved, render
 
 
@@ -126,7 +127,7 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
                 clock = FirstTokenClock()
                 torch.manual_seed(1000 * n_task + turn)  # sampled runs of one prompt start from the same seed
                 start = time.perf_counter()
-                out, stats = METHODS[name](model, tokenizer, inputs, max_new_tokens, clock, reference, sampling)
+                out, stats = method(name)(model, tokenizer, inputs, max_new_tokens, clock, reference, sampling)
                 if out.device.type == "cuda":  # the clock stops when the device's work is done, not queued
                     torch.cuda.synchronize(out.device)
                 total = time.perf_counter() - start
@@ -147,7 +148,7 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
                     "mean_accepted": round(stats.mean_accepted_length, 3) if stats and stats.passes else None,
                     "passes": stats.passes if stats else None,
                 })
-                if name == "draftless" and stats:  # what the default policy chose, pass by pass
+                if stats and (name == "draftless" or variant_config(name) is not None):  # its choices, pass by pass
                     runs[-1]["draft_trace"] = [list(p) for p in stats.draft_trace]
                 bar.update()
             remember(model, reference[prompt_len:])  # later prompts' draftless_history drafts from it
@@ -157,11 +158,20 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
     return result()
 
 
-def _csv(value, allowed, what):
+def _csv(value, allowed, what, variants=False):
+    """``value``'s comma-separated names, each in ``allowed`` or, with ``variants``, a ``draftless[...]`` variant
+    (whose knobs are joined by ``+``, so that no comma splits one)."""
     items = [v.strip() for v in value.split(",") if v.strip()]
-    bad = [v for v in items if v not in allowed]
+    bad = []
+    for v in items:
+        try:
+            if v not in allowed and not (variants and variant_config(v) is not None):
+                bad.append(v)
+        except (ValueError, TypeError) as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
     if bad or not items:
-        raise argparse.ArgumentTypeError(f"unknown {what} {bad}; choose from {', '.join(allowed)}")
+        raise argparse.ArgumentTypeError(f"unknown {what} {bad}; choose from {', '.join(allowed)}"
+                                         + (" or draftless[knob=value]" if variants else ""))
     return items
 
 
@@ -171,7 +181,7 @@ def main(argv=None, prog="python -m benchmarks.run"):
     parser.add_argument("--suite", default=",".join(SUITES), type=lambda v: _csv(v, SUITES, "suite"))
     allowed = DEFAULT_METHODS + tuple(m for m in METHODS if m not in DEFAULT_METHODS)  # oracle_k*, draftless_quick
     parser.add_argument("--methods", default=",".join(DEFAULT_METHODS),
-                        type=lambda v: _csv(v, allowed, "method"))
+                        type=lambda v: _csv(v, allowed, "method", variants=True))
     parser.add_argument("--limit", type=int, default=None, help="prompts per suite")
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--json", type=Path)

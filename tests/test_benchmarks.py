@@ -9,6 +9,7 @@ from benchmarks.methods import OracleProposer, expand
 from benchmarks.run import main as run_main
 from benchmarks.run import run as run_benchmark
 from benchmarks.suites import SUITES, build, interleaved, render
+from draftless.lookup import AdaptiveConfig
 
 from tiny_models import tiny_model, tiny_tokenizer
 
@@ -83,6 +84,27 @@ def test_draftless_quick_drafts_under_a_two_length_curve_measured_before_the_run
     plain = run_main(["--model", str(tiny_dir), "--suite", "qa", "--limit", "1", "--max-new-tokens", "4",
                       "--methods", "draftless"])
     assert plain["prepared_cost_curves"] == {} and "draftless_quick" not in methods.DEFAULT_METHODS
+
+
+def test_a_draftless_variant_runs_the_default_policy_with_its_knobs_set(tiny_dir, capsys):
+    from benchmarks.methods import variant_config
+
+    variant = "draftless[max_draft=4+earliest_in_prompt=0]"
+    result = run_main(["--model", str(tiny_dir), "--suite", "repetitive,code_edit", "--limit", "1",
+                       "--max-new-tokens", "24", "--methods", f"draftless,{variant}"])
+    assert {r["method"] for r in result["runs"]} == {"vanilla", "draftless", variant}
+    assert all(r["identical_to_vanilla"] for r in result["runs"]) and not result["mismatches"]
+    traces = [r["draft_trace"] for r in result["runs"] if r["method"] == variant]
+    assert all(k <= 4 for trace in traces for k, _ in trace) and any(k == 4 for trace in traces for k, _ in trace)
+    assert variant_config(variant) == AdaptiveConfig(max_draft=4, earliest_in_prompt=0)
+    assert variant_config("draftless[periodic=false]").periodic is False and variant_config("draftless") is None
+    for bad, word in (("draftless[nope=1]", "knob must be one of"), ("draftless[max_draft=x]", "of type int"),
+                      ("draftless[max_draft=0]", "max_draft"), ("draftless[prior=0.5]", "tuple"),
+                      ("draftless[periodic=yes]", "true or false"), ("draftless[max_draft]", "needs a value"),
+                      ("draftless[max_draft=4+max_draft=8]", "twice"), ("draftless[]", "unknown method")):
+        with pytest.raises(SystemExit) as exit_:
+            run_main(["--model", str(tiny_dir), "--methods", bad])
+        assert exit_.value.code == 2 and word in capsys.readouterr().err, bad
 
 
 def test_trace_plot_of_the_default_policy(tiny_dir, tmp_path):
