@@ -86,16 +86,27 @@ def test_draftless_quick_drafts_under_a_two_length_curve_measured_before_the_run
     assert plain["prepared_cost_curves"] == {} and "draftless_quick" not in methods.DEFAULT_METHODS
 
 
-def test_a_draftless_variant_runs_the_default_policy_with_its_knobs_set(tiny_dir, capsys):
+def test_a_draftless_variant_runs_the_default_policy_with_its_knobs_set(tiny_dir, capsys, monkeypatch):
+    from benchmarks import methods
     from benchmarks.methods import variant_config
 
+    configs = []  # the config each loop run was built with
+    real = methods.SpeculativeGenerator
+
+    def recording(model, tokenizer, config=None, **kw):
+        configs.append(config)
+        return real(model, tokenizer, config=config, **kw)
+
+    monkeypatch.setattr(methods, "SpeculativeGenerator", recording)
     variant = "draftless[max_draft=4+earliest_in_prompt=0]"
     result = run_main(["--model", str(tiny_dir), "--suite", "repetitive,code_edit", "--limit", "1",
                        "--max-new-tokens", "24", "--methods", f"draftless,{variant}"])
     assert {r["method"] for r in result["runs"]} == {"vanilla", "draftless", variant}
     assert all(r["identical_to_vanilla"] for r in result["runs"]) and not result["mismatches"]
+    variant_configs = [AdaptiveConfig(max_draft=4, earliest_in_prompt=0)] * 2
+    assert sorted(configs, key=lambda c: c is None) == variant_configs + [None] * 2  # None: the default
     traces = [r["draft_trace"] for r in result["runs"] if r["method"] == variant]
-    assert all(k <= 4 for trace in traces for k, _ in trace) and any(k == 4 for trace in traces for k, _ in trace)
+    assert len(traces) == 2 and all(k <= 4 for trace in traces for k, _ in trace)
     assert variant_config(variant) == AdaptiveConfig(max_draft=4, earliest_in_prompt=0)
     assert variant_config("draftless[periodic=false]").periodic is False and variant_config("draftless") is None
     for bad, word in (("draftless[nope=1]", "knob must be one of"), ("draftless[max_draft=x]", "of type int"),

@@ -34,7 +34,8 @@ def test_a_tree_adds_the_other_occurrence_within_its_budget():
 
 def test_the_pass_keeps_the_branch_the_output_agrees_with():
     def replay(count):
-        proposer = AdaptiveProposer(AdaptiveConfig(occurrence="frequent"), cost=FLAT)
+        # the "frequent" occurrence wherever it lies: the prompt holds both branches, and the case is the tree's
+        proposer = AdaptiveProposer(AdaptiveConfig(occurrence="frequent", earliest_in_prompt=0), cost=FLAT)
         return tree_replay_one(proposer, TOKENS, len(PROMPT), 4, count, 4)
 
     # the single branch "5 6" fails at once; then "1 2 3 4" drafts "9", accepted, with the bonus "8"
