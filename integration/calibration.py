@@ -3,8 +3,10 @@ seconds of one verification pass over 1 + k tokens (measured with those forms in
 
 Measured once for the actual model, device, dtype and thread count (on the 2-core CPU used here, on a slow
 day, 11 s for SmolLM2-135M's linear plans and 32 s for its curve, 26 s and 44 s for Gemma 3 270M's) and cached
-on disk under the user cache dir, keyed by all four (and the torch version, and the processor or GPU behind
-the device): a changed dtype, thread count or machine recalibrates. The adaptive policy then scales the curve
+on disk under the user cache dir, keyed by all four (and the torch and transformers versions, and the processor
+or GPU behind the device): a changed dtype, thread count or machine recalibrates. "The model" is its
+architecture, not its weights or name: fine-tunes of one base model, a training run's checkpoints and one model
+copied to another directory share a calibration (``calibration_key``). The adaptive policy then scales the curve
 online by the passes the run makes.
 """
 
@@ -17,6 +19,7 @@ import platform
 import time
 
 import torch
+import transformers
 
 from draftless.lookup.cost_model import CostCurve
 
@@ -62,13 +65,46 @@ def _cpu_model_name():
     return platform.processor() or platform.machine()
 
 
+# config fields that name or describe the checkpoint, not the computation of a pass: models that differ only in
+# them (fine-tunes of one base, a training run's checkpoints, one model copied to another directory) share a
+# calibration. The config's saved ``dtype`` and ``transformers_version`` give way to what runs: the model's dtype
+# and the installed transformers.
+CHECKPOINT_FIELDS = frozenset({
+    "_name_or_path", "_model_name_or_path", "_commit_hash", "name_or_path", "transformers_version", "architectures",
+    "dtype", "torch_dtype", "bos_token_id", "eos_token_id", "pad_token_id", "unk_token_id", "sep_token_id",
+    "cls_token_id", "mask_token_id", "decoder_start_token_id", "id2label", "label2id", "num_labels",
+    "problem_type", "finetuning_task", "task_specific_params", "tokenizer_class", "prefix", "initializer_range",
+})
+
+
+def timing_config(config):
+    """``config`` (a ``PretrainedConfig`` or its dict) as a dict without ``CHECKPOINT_FIELDS``, nested configs
+    (a multimodal model's ``text_config``) included."""
+    if not isinstance(config, dict):
+        config = json.loads(config.to_json_string(use_diff=False))
+    return {k: timing_config(v) if isinstance(v, dict) else v for k, v in config.items()
+            if k not in CHECKPOINT_FIELDS}
+
+
+def attention_implementations(model):
+    """The attention implementation the model and its text model run (``sdpa``, ``eager``, ...), which the saved
+    config does not hold: it changes a pass's time and, on a GPU, which pass lengths are exact."""
+    config = model.config
+    return [getattr(config, "_attn_implementation", None),
+            getattr(config.get_text_config(), "_attn_implementation", None)]
+
+
 def calibration_key(model):
-    """What the curve depends on: the architecture, device (and the hardware behind it), dtype, thread count,
-    torch version and, where not the default, the float32 matmul precision."""
+    """What the curve, the linear layers' plans and the exact pass lengths depend on: the architecture (the
+    config less its ``CHECKPOINT_FIELDS``, the model class, the attention implementation), device (and the
+    hardware behind it), dtype, thread count, torch and transformers versions and, where not the default, the
+    float32 matmul precision."""
     parts = {
-        "config": model.config.to_json_string(use_diff=False),
+        "config": timing_config(model.config), "class": type(model).__name__,
+        "attention": attention_implementations(model),
         "device": str(model.device), "processor": processor_identity(model.device), "dtype": str(model.dtype),
-        "threads": torch.get_num_threads(), "torch": torch.__version__, "method": METHOD_VERSION,
+        "threads": torch.get_num_threads(), "torch": torch.__version__, "transformers": transformers.__version__,
+        "method": METHOD_VERSION,
     }
     if torch.get_float32_matmul_precision() != "highest":  # TF32 / bf16 products: other timings, other rounding
         parts["matmul_precision"] = torch.get_float32_matmul_precision()
