@@ -1,7 +1,12 @@
 """Acceptance of a draft against the target's logits: greedy (longest prefix equal to the target's choices)
-and sampling (the speculative-sampling rule, which keeps the target's distribution exactly)."""
+and sampling (the speculative-sampling rule, which keeps the target's distribution exactly, with each
+position's token drawn from a uniform fixed by the run's key and the position: ``TokenDraws``)."""
+
+import math
 
 import torch
+
+_MASK = (1 << 64) - 1
 
 
 def greedy_accept(logits, draft, prefix_ids, processors):
@@ -28,30 +33,84 @@ def greedy_accept(logits, draft, prefix_ids, processors):
             return i, tokens, torch.stack(rows)
 
 
-def sample_accept(logits, draft, prefix_ids, processors, generator):
+def _mix(x):
+    """splitmix64's finaliser: a 64-bit integer scrambled into one whose bits look independent of ``x``'s."""
+    x = (x + 0x9E3779B97F4A7C15) & _MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
+    return x ^ (x >> 31)
+
+
+class TokenDraws:
+    """The uniform behind the sampled token at each position of a sequence: a function of the run's ``key`` and
+    the position alone (counter-based, splitmix64), not of how many draws came before. A sampled run's text
+    then depends on its key and the target's distributions only: the same seed gives the same text whatever the
+    drafts were, how long the policy made them, and how many were accepted (up to the float rounding that a
+    longer pass changes, ~1e-6 in fp32, where a uniform falls that close to a boundary between two tokens)."""
+
+    def __init__(self, key):
+        if isinstance(key, bool) or not isinstance(key, int):
+            raise TypeError(f"key must be an int, got {type(key).__name__}")
+        self.key = key & _MASK
+
+    @classmethod
+    def from_seed(cls, seed=None, generator=None):
+        """Draws keyed by ``seed``, or by a key taken from ``generator`` (a ``torch.Generator``), or with
+        neither from torch's global RNG (so that ``torch.manual_seed`` makes runs repeatable)."""
+        if generator is not None:
+            if not isinstance(generator, torch.Generator):
+                raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+            if seed is not None:
+                raise ValueError("pass either seed or generator, not both")
+            return cls(int(torch.randint(0, 2**62, (), generator=generator, device=generator.device)))
+        if seed is None:
+            return cls(int(torch.randint(0, 2**62, ())))
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+        if not -2**63 <= seed < 2**64:  # what torch's manual_seed takes
+            raise ValueError(f"seed must lie in [-2**63, 2**64), got {seed}")
+        return cls(seed)
+
+    def uniform(self, position):
+        """A float in [0, 1) for the token at ``position`` (its index in the sequence)."""
+        return (_mix(self.key ^ _mix(int(position))) >> 11) * 2.0 ** -53
+
+
+def draw_token(probs, u):
+    """The token whose interval of the cumulative distribution ``probs`` (1-D, summing to about 1) holds ``u``
+    (in [0, 1)): a token of probability p is drawn for a share p of the uniforms, a token of probability 0
+    never."""
+    cdf = torch.cumsum(probs, 0, dtype=torch.float64)
+    total = float(cdf[-1])
+    if not (total > 0 and math.isfinite(total)):
+        raise ValueError(f"the processed scores leave no token to sample (probabilities sum to {total})")
+    target = torch.tensor([u * total], dtype=torch.float64, device=cdf.device)
+    token = int(torch.searchsorted(cdf, target, right=True))  # the first cdf entry above the target
+    if token >= probs.shape[0]:  # u * total rounded up to the total: the last token that can be drawn
+        token = int(torch.nonzero(probs > 0)[-1])
+    return token
+
+
+def sample_accept(logits, draft, prefix_ids, processors, draws):
     """Speculative sampling with a deterministic draft; returns ``(n, tokens, scores)`` like ``greedy_accept``.
 
-    At draft position i, with p_i the processed next-token distribution given the accepted prefix: accept
-    ``draft[i]`` with probability p_i(draft[i]); on rejection sample the replacement from p_i with
-    ``draft[i]`` removed and renormalised, and stop; after a fully accepted draft sample the bonus token from
-    p_{k+1}. The tokens are then distributed exactly as plain sampling from the target.
+    At draft position i, with p_i the processed next-token distribution given the accepted prefix, the token
+    at that position is drawn from p_i with the uniform ``draws`` holds for the position (``draw_token``).
+    ``draft[i]`` is accepted when the drawn token is it, with probability p_i(draft[i]); otherwise the drawn
+    token, distributed as p_i with ``draft[i]`` removed and renormalised, replaces it and the pass stops.
+    After a fully accepted draft the bonus token is drawn from p_{k+1} alike. The tokens are then distributed
+    exactly as plain sampling from the target, and each one is the token a plain step at its position would
+    have drawn.
     """
     k = draft.shape[0]
+    start = prefix_ids.shape[1]
     rows = []
     for i in range(k + 1):
         seq = torch.cat([prefix_ids, draft[:i].view(1, -1)], dim=1) if i else prefix_ids
         scores = processors(seq, logits[i: i + 1].clone()) if len(processors) else logits[i: i + 1]
         rows.append(scores[0])
-        probs = torch.softmax(scores[0], dim=-1)
-        if i < k:
-            d = int(draft[i])
-            p_d = float(probs[d])
-            if float(torch.rand((), generator=generator, device=probs.device)) < p_d:
-                continue
-            probs = probs.clone()
-            probs[d] = 0.0  # the residual max(0, p - q) with q the point mass on d
-            if float(probs.sum()) <= 0.0:  # p_d was 1 up to rounding: nothing else can be drawn
-                continue
-        choice = torch.multinomial(probs, 1, generator=generator)
-        return i, torch.cat([draft[:i], choice]), torch.stack(rows)
+        token = draw_token(torch.softmax(scores[0], dim=-1), draws.uniform(start + i))
+        if i < k and token == int(draft[i]):
+            continue
+        return i, torch.cat([draft[:i], draft.new_tensor([token])]), torch.stack(rows)
     raise RuntimeError("unreachable: the loop returns at i == k")  # pragma: no cover

@@ -9,7 +9,8 @@ One step reads as propose -> verify -> accept -> update:
 
 Greedy output equals ``model.generate(do_sample=False)`` token for token in fp32 (16-bit types: see
 ``_warn_coarse_rounding``); sampled output follows the same
-distribution as ``model.generate(do_sample=True)`` (see ``acceptance.sample_accept``).
+distribution as ``model.generate(do_sample=True)`` and, for one seed, the same text whatever was drafted (see
+``acceptance.sample_accept``).
 """
 
 import functools
@@ -23,7 +24,7 @@ from transformers.generation.utils import GenerateDecoderOnlyOutput
 
 from draftless.lookup import AdaptiveConfig, AdaptiveProposer, DraftConfig, ReferenceCorpus, SuffixProposer
 
-from .acceptance import greedy_accept, sample_accept
+from .acceptance import TokenDraws, greedy_accept, sample_accept
 from .attention import grouped_query_sdpa
 from .calibration import cached_cost_curve, cached_inexact_drafts, cached_linear_plans, checks_pass_lengths
 from .linear_plan import planned_linears
@@ -94,9 +95,11 @@ class SpeculativeGenerator:
 
     def generate(self, input_ids=None, attention_mask=None, generation_config=None, logits_processor=None,
                  stopping_criteria=None, streamer=None, *, seed=None, generator=None, **kwargs):
-        """``model.generate``'s arguments and return value. Sampling (``do_sample=True``) draws from
-        ``generator`` (a ``torch.Generator``) or from one seeded with ``seed``; with neither, from one seeded by
-        torch's global RNG, so ``torch.manual_seed`` makes runs repeatable as it does for transformers. Calls
+        """``model.generate``'s arguments and return value. Sampling (``do_sample=True``) draws each position's
+        token with a uniform fixed by ``seed`` and the position (``acceptance.TokenDraws``), or by a key taken
+        from ``generator`` (a ``torch.Generator``), or with neither from torch's global RNG, so that
+        ``torch.manual_seed`` makes runs repeatable as it does for transformers. The same seed gives the same
+        text whatever was drafted: on another machine's cost curve, with another proposer, or none. Calls
         from several threads run one at a time: the proposer holds one request's index and acceptance counts
         (interleaved, each request would draft from the other's text, and ``last_stats`` mix them)."""
         with self._lock:
@@ -121,7 +124,7 @@ class SpeculativeGenerator:
         positions_left(plan, ids.shape[1])  # a prompt longer than the learned positions is refused up front
         accept = greedy_accept
         if plan.do_sample:
-            accept = functools.partial(sample_accept, generator=_generator(generator, seed, ids.device))
+            accept = functools.partial(sample_accept, draws=TokenDraws.from_seed(seed, generator))
         prompt_len = ids.shape[1]
         # the cache never holds more than max_length - 1 positions: a draft is capped by the budget
         verifier = Verifier(self.model, plan, plan.max_length)
@@ -235,22 +238,6 @@ def _warn_coarse_rounding(model):
     logger.warning("%s on %s rounds a multi-token pass ~1e-2 differently from a one-token step: greedy outputs "
                    "follow generate's except where two tokens tie within that rounding (fp32 with full-precision "
                    "matrix products is token for token)", model.dtype, model.device)
-
-
-def _generator(generator, seed, device):
-    if generator is not None:
-        if not isinstance(generator, torch.Generator):
-            raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
-        if seed is not None:
-            raise ValueError("pass either seed or generator, not both")
-        return generator
-    if seed is None:
-        seed = int(torch.randint(0, 2**62, ()))  # follows torch.manual_seed
-    elif isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-    elif not -2**63 <= seed < 2**64:  # what torch's manual_seed takes
-        raise ValueError(f"seed must lie in [-2**63, 2**64), got {seed}")
-    return torch.Generator(device=device).manual_seed(seed)
 
 
 def _first_stop(plan, ids, start):

@@ -127,7 +127,7 @@ def test_same_distribution_as_generate(model, name):
     assert p > ALPHA, f"chi2={stat:.1f}, df={df}, p={p:.2e}"
 
 
-def _argmax_rule(logits, draft, prefix_ids, processors, generator):
+def _argmax_rule(logits, draft, prefix_ids, processors, draws):
     """WRONG: accept a draft token exactly when it is the argmax."""
     from draftless.integration.acceptance import sample_accept
 
@@ -136,21 +136,25 @@ def _argmax_rule(logits, draft, prefix_ids, processors, generator):
         scores = processors(torch.cat([prefix_ids, draft[:i].view(1, -1)], dim=1), logits[i: i + 1].clone())
         if int(scores[0].argmax()) != int(draft[i]):
             n, tokens, _ = sample_accept(logits[i:], draft[i:i], torch.cat([prefix_ids, draft[:i].view(1, -1)], 1),
-                                         processors, generator)
+                                         processors, draws)
             return i, torch.cat([draft[:i], tokens]), None
     n, tokens, _ = sample_accept(logits[k:], draft[k:k], torch.cat([prefix_ids, draft.view(1, -1)], 1),
-                                 processors, generator)
+                                 processors, draws)
     return k, torch.cat([draft, tokens]), None
 
 
-def _no_removal_rule(logits, draft, prefix_ids, processors, generator):
+def _no_removal_rule(logits, draft, prefix_ids, processors, draws):
     """WRONG: on rejection, resample from p_i without removing the rejected token."""
+    from draftless.integration.acceptance import draw_token
+
     for i in range(draft.shape[0] + 1):
         seq = torch.cat([prefix_ids, draft[:i].view(1, -1)], dim=1)
         probs = torch.softmax(processors(seq, logits[i: i + 1].clone())[0], dim=-1)
-        if i < draft.shape[0] and float(torch.rand((), generator=generator)) < float(probs[draft[i]]):
+        position = prefix_ids.shape[1] + i
+        if i < draft.shape[0] and draws.uniform(position) < float(probs[draft[i]]):
             continue
-        return i, torch.cat([draft[:i], torch.multinomial(probs, 1, generator=generator)]), None
+        again = draws.uniform(position + 10**6)  # a second uniform for the position
+        return i, torch.cat([draft[:i], draft.new_tensor([draw_token(probs, again)])]), None
 
 
 @pytest.mark.parametrize("wrong_rule", [_argmax_rule, _no_removal_rule])
