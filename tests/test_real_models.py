@@ -64,3 +64,25 @@ def test_smollm2_135m_instruct_identical_to_generate():
                           "Summarise: " + PROSE[0], "Explain what a suffix automaton is.",
                           "Rewrite with a docstring:\n" + inspect.getsource(textwrap.indent)]]
     _assert_identical(model, tokenizer, chats + _code_prompts()[2:] + PROSE[1:5])
+
+
+def test_smollm2_sampled_text_does_not_depend_on_the_drafts():
+    # one seed, one text: the adaptive policy's drafts (on this machine's curve) change the speed, not the tokens
+    from proposers import OracleProposer
+
+    model, tokenizer = load_model("smollm2-135m-instruct")
+    drafting = SpeculativeGenerator(model, tokenizer)
+    plain = SpeculativeGenerator(model, tokenizer, proposer=OracleProposer([], length=0))
+    accepted = 0
+    for n, text in enumerate(["Rewrite this function with type hints:\n" + inspect.getsource(textwrap.indent),
+                              "Summarise: " + PROSE[0]]):
+        chat = tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
+                                             add_generation_prompt=True)
+        ids = tokenizer(chat, return_tensors="pt")
+        for seed in (n, n + 10):
+            settings = dict(do_sample=True, temperature=0.7, top_p=0.95, max_new_tokens=64, seed=seed)
+            out = drafting.generate(**ids, **settings)
+            assert torch.equal(out, plain.generate(**ids, **settings)), (text[:40], seed)
+            assert plain.last_stats.drafted == 0
+            accepted += drafting.last_stats.accepted
+    assert accepted > 0
