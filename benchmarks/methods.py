@@ -8,8 +8,8 @@ compares the drafting on an equal pass; the ``rule_*`` methods plug the peers' d
 draftless's verification loop (transformers' prompt lookup, vLLM's n-gram proposer, SuffixDecoding,
 SAM-Decoding, REST and llama.cpp's lookup); ``no_draft`` runs that loop drafting nothing, so that a table shows
 what the loop alone (its linear layers' forms, its lighter step) gains over ``generate`` before any drafting;
-``oracle_k*`` drafts the true greedy continuation (``reference``, from the vanilla run) in linear drafts of k
-tokens: the ceiling for linear drafting. ``draftless_quick`` is the default policy under a calibration of a second
+``oracle_k*`` drafts the true continuation (``reference``: greedy, the vanilla run's; sampled, the loop's text
+for the run's seed) in linear drafts of k tokens: the ceiling for linear drafting. ``draftless_quick`` is the default policy under a calibration of a second
 or two: c(0) and c(63) only, one warm-up and one timed pass each (``quick_cost_curve``), instead of the cached
 curve's 17 lengths in five rounds; ``PREPARE`` holds what such a method measures before any run is timed.
 ``draftless_history`` is the default policy with a ``ReferenceCorpus`` holding the outputs of every prompt run
@@ -141,14 +141,18 @@ def method(name):
     return _loop(make_config=lambda: config)
 
 
+def in_loop(name):
+    """Whether method ``name`` runs in draftless's loop (every method but ``vanilla`` and transformers' ``hf_*``):
+    under sampling, its text for a seed is the loop's plain steps' text, whatever it drafts."""
+    return name != "vanilla" and not name.startswith("hf_")
+
+
 def expand(methods, sampling=False):
     """Method names to run, ``oracle`` standing for its three k values; vanilla always runs first (the
-    reference for identity checks and for the oracle). Sampled text has no fixed continuation to draft, so
-    under sampling the oracle is left out."""
+    reference for identity checks and, greedy, for the oracle; sampled, the oracle drafts the loop's text for
+    the seed, which its verification then accepts)."""
     names = ["vanilla"]
     for m in methods:
-        if m == "oracle" and sampling:
-            continue
         for name in ([f"oracle_k{k}" for k in ORACLE_KS] if m == "oracle" else [m]):
             method(name)  # a ValueError for an unknown name or a bad variant
             if name not in names:

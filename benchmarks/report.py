@@ -54,10 +54,16 @@ def summarize(runs):
                 "ratio_vs_hf_pld": round(r / hf, 3) if hf else None,
                 "fraction_of_oracle": round(r / rate[best_oracle], 3) if best_oracle else None,
                 "mean_accepted": None if accepted is None else round(accepted, 2),
-                "identical_to_vanilla": (None if any(x["identical_to_vanilla"] is None for x in rs)
-                                         else all(x["identical_to_vanilla"] for x in rs)),
+                "identical_to_vanilla": _all(x["identical_to_vanilla"] for x in rs),
+                "identical_to_no_draft": _all(x.get("identical_to_no_draft") for x in rs),
             })
     return rows
+
+
+def _all(flags):
+    """True or False where every flag is a bool (all True), None where any is None (a check not made)."""
+    flags = list(flags)
+    return None if any(f is None for f in flags) else all(flags)
 
 
 def markdown(summary, model):
@@ -70,12 +76,18 @@ def markdown(summary, model):
     lines = [f"| {r['suite']} | {r['detail'] if r['method'] == ORACLE else r['method']} | {r['prompts']} | "
              f"{cell(r['decode_tok_s'])} | {cell(r['speedup_vs_vanilla'])}x | {cell(r['ratio_vs_hf_pld'])} | "
              f"{cell(r['fraction_of_oracle'])} | {cell(r['mean_accepted'])} | "
-             f"{_identical(r['identical_to_vanilla'])} |" for r in summary]
+             f"{_identical(r['identical_to_vanilla'], r.get('identical_to_no_draft'))} |" for r in summary]
     return f"Model: {model}. Decode throughput excludes the shared prefill.\n\n" + head + "\n".join(lines) + "\n"
 
 
-def _identical(flag):
-    return "n/a (sampled)" if flag is None else ("yes" if flag else "NO")
+def _identical(flag, same_as_plain=None):
+    """Greedy: the output against vanilla's. Sampled: a loop method's against the loop's plain steps with the
+    same seed (transformers' own sampled text differs by chance: n/a)."""
+    if flag is not None:
+        return "yes" if flag else "NO"
+    if same_as_plain is not None:
+        return "same seed, same text" if same_as_plain else "NO (sampled)"
+    return "n/a (sampled)"
 
 
 def plot(summary, path, model):

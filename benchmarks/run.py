@@ -11,8 +11,11 @@ row (the order rotating again each time), and the summary pools every repeat's t
 prompt's decode time varies by up to 15 % from run to run on a shared CPU, so a ratio that sits near a
 target needs more than one run per prompt to resolve. Model loading and Numba compilation are timed on their
 own lines. Each run's prefill is timed to the arrival of its first new token (a streamer), so decode throughput
-excludes it. With ``--temperature``/``--top-p`` every method samples (each run seeded alike per prompt);
-outputs then differ by chance, so the identity check is skipped and the oracle is left out. ``--device`` and
+excludes it. With ``--temperature``/``--top-p`` every method samples (each run seeded alike per prompt):
+transformers' methods' text differs from the loop's by chance, but the loop's methods draw each token from a
+uniform fixed by the seed and the position, so their text equals that of the loop's plain steps with the seed
+(an untimed run of ``no_draft`` per prompt, checked as ``identical_to_no_draft``; recorded as the outputs,
+which the oracle drafts and ``benchmarks.replay`` replays). ``--device`` and
 ``--dtype`` place the model (``cuda``, ``bfloat16``, ...); the cost curve is calibrated for each placement.
 What a method measures for itself before the runs (``methods.PREPARE``: ``draftless_quick``'s two-length curve)
 is timed apart too (``prepare_s``). ``draftless[knob=value]`` runs the default policy with that knob set
@@ -36,7 +39,8 @@ from draftless.integration.models import DTYPES, check_device_available, device_
 from draftless.lookup import AdaptiveConfig
 
 from . import report
-from .methods import DEFAULT_METHODS, METHODS, PREPARE, expand, forget, method, remember, variant_config
+from .methods import (DEFAULT_METHODS, METHODS, PREPARE, expand, forget, in_loop, method, remember,
+                      variant_config)
 from .suites import SUITES, interleaved, render
 
 
@@ -64,6 +68,14 @@ def _encode(tokenizer, text):
 def _warm_up(model, tokenizer):
     inputs = _encode(tokenizer, "warm up: a b c a b c a b")
     SpeculativeGenerator(model, tokenizer).generate(**inputs, max_new_tokens=4)
+
+
+def plain_steps_text(model, tokenizer, inputs, max_new_tokens, sampling, seed):
+    """The sampled text of the loop's plain steps (``no_draft``) with ``seed``, untimed: the text every method of
+    the loop writes with that seed, whatever it drafts."""
+    torch.manual_seed(seed)
+    out, _ = method("no_draft")(model, tokenizer, inputs, max_new_tokens, FirstTokenClock(), None, sampling)
+    return out[0].tolist()
 
 
 def run(model_name, suites, methods, limit, max_new_tokens, progress=True, temperature=None, top_p=None,
@@ -118,6 +130,8 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
             prompt_id = task.prompt_id + (f"_t{turn + 1}" if len(task.turns) > 1 else "")
             others = names[1:]
             reference = None
+            plain = plain_steps_text(model, tokenizer, inputs, max_new_tokens, sampling, 1000 * n_task + turn) \
+                if sampling else None
             rounds = []  # (repeat, method): vanilla first, then the others in an order rotating per run
             for repeat in range(repeats):
                 shift = (n_task + repeat) % max(1, len(others))
@@ -127,24 +141,28 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
                 clock = FirstTokenClock()
                 torch.manual_seed(1000 * n_task + turn)  # sampled runs of one prompt start from the same seed
                 start = time.perf_counter()
-                out, stats = method(name)(model, tokenizer, inputs, max_new_tokens, clock, reference, sampling)
+                out, stats = method(name)(model, tokenizer, inputs, max_new_tokens, clock,
+                                          plain if sampling else reference, sampling)
                 if out.device.type == "cuda":  # the clock stops when the device's work is done, not queued
                     torch.cuda.synchronize(out.device)
                 total = time.perf_counter() - start
                 if name == "vanilla" and reference is None:  # the first repeat's output is the reference
                     reference = out[0].tolist()
-                    answers.append(tokenizer.decode(out[0, prompt_len:], skip_special_tokens=True))
+                    text = plain if sampling else reference  # the text every loop method writes
+                    answers.append(tokenizer.decode(text[prompt_len:], skip_special_tokens=True))
                     outputs.append({"suite": task.suite, "prompt_id": prompt_id, "prompt_len": prompt_len,
-                                    "tokens": reference})
+                                    "tokens": text})
                 prefill = (clock.first - start) if clock.first else total
                 identical = out[0].tolist() == reference if not sampling else None
-                if identical is False:
-                    mismatches.append({"suite": task.suite, "prompt_id": prompt_id, "method": name, "repeat": repeat})
+                same_as_plain = out[0].tolist() == plain if sampling and in_loop(name) else None
+                if identical is False or same_as_plain is False:
+                    mismatches.append({"suite": task.suite, "prompt_id": prompt_id, "method": name, "repeat": repeat,
+                                       "against": "no_draft" if sampling else "vanilla"})
                 runs.append({
                     "suite": task.suite, "prompt_id": prompt_id, "method": name, "repeat": repeat,
                     "new_tokens": int(out.shape[1] - prompt_len), "prompt_tokens": int(prompt_len),
                     "prefill_s": round(prefill, 4), "decode_s": round(total - prefill, 4), "total_s": round(total, 4),
-                    "identical_to_vanilla": identical,
+                    "identical_to_vanilla": identical, "identical_to_no_draft": same_as_plain,
                     "mean_accepted": round(stats.mean_accepted_length, 3) if stats and stats.passes else None,
                     "passes": stats.passes if stats else None,
                 })
@@ -225,7 +243,8 @@ def main(argv=None, prog="python -m benchmarks.run"):
     table = report.markdown(result["summary"], result["model"])
     print(table)
     if result["mismatches"]:
-        print("OUTPUTS DIFFERING FROM VANILLA:", json.dumps(result["mismatches"]))
+        print("OUTPUTS DIFFERING FROM VANILLA (greedy) OR FROM THE LOOP'S PLAIN STEPS WITH THE SAME SEED (sampled):",
+              json.dumps(result["mismatches"]))
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
     if args.markdown:
