@@ -1,7 +1,8 @@
 """The ``draftless`` command line.
 
     draftless generate --model gemma-3-270m --prompt-file prompt.txt [--max-new-tokens 128] [--stats]
-                       [--reference doc.txt ...] [--device cpu] [--dtype float32]
+                       [--reference doc.txt ...] [--temperature T] [--top-p P] [--top-k K] [--seed N]
+                       [--device cpu] [--dtype float32]
     draftless calibrate --model gemma-3-270m [--device cpu] [--dtype float32]
     draftless bench [benchmarks.run options]      (forwards to python -m benchmarks.run)
 
@@ -11,6 +12,9 @@ machine was busy gives the curve a shape that the loop's online scaling does not
 
 ``--reference`` names text files (a file a code edit works on, the documents a RAG answer draws on) that are
 drafted from as well as the prompt, without being put in the prompt (``draftless.lookup.ReferenceCorpus``).
+
+``--temperature``, ``--top-p`` and ``--top-k`` sample instead of decoding greedily; ``--seed`` makes a sampled
+completion repeatable, and one seed gives the same text whatever draftless drafts (on any machine's cost curve).
 """
 
 import argparse
@@ -61,7 +65,7 @@ def _generate(args, parser):
     inputs = tokenizer(prompt, return_tensors="pt", add_special_tokens=not args.chat)
     generator = SpeculativeGenerator(model, tokenizer, corpus=corpus)
     streamer = TextStreamer(tokenizer, skip_prompt=True)
-    generator.generate(**inputs, max_new_tokens=args.max_new_tokens, streamer=streamer)
+    generator.generate(**inputs, max_new_tokens=args.max_new_tokens, streamer=streamer, **_sampling(args))
     if args.stats:
         s = generator.last_stats
         print(f"\n--\n{s.new_tokens} new tokens in {s.total_s:.2f} s ({s.new_tokens / s.total_s:.1f} tok/s); "
@@ -69,6 +73,27 @@ def _generate(args, parser):
               f"(bonus token included); drafted {s.drafted}, accepted {s.accepted}; "
               f"proposing {s.propose_s * 1e3:.1f} ms, verifying {s.verify_s:.2f} s, prefill {s.prefill_s:.2f} s",
               file=sys.stderr)
+
+
+def _sampling(args):
+    """``generate``'s sampling arguments for the command's options: none (the model's generation config, greedy
+    for the bundled models) unless one of --temperature, --top-p, --top-k is given."""
+    if args.temperature is None and args.top_p is None and args.top_k is None:
+        return {}
+    return {"do_sample": True, "temperature": 1.0 if args.temperature is None else args.temperature,
+            "top_p": 1.0 if args.top_p is None else args.top_p, "top_k": 0 if args.top_k is None else args.top_k,
+            "seed": args.seed}
+
+
+def _check_sampling(args, parser):
+    if args.temperature is not None and not args.temperature > 0:
+        parser.error("--temperature must be > 0 (leave it out for greedy decoding)")
+    if args.top_p is not None and not 0 < args.top_p <= 1:
+        parser.error("--top-p must be in (0, 1]")
+    if args.top_k is not None and args.top_k < 0:
+        parser.error("--top-k must be >= 0 (0: no top-k cut)")
+    if args.seed is not None and not _sampling(args):
+        parser.error("--seed applies to sampling: give --temperature, --top-p or --top-k with it")
 
 
 def _calibrate(args, parser):
@@ -97,7 +122,8 @@ def main(argv=None):
                                help="gemma-3-270m (default), smollm2-135m-instruct, or a local transformers directory")
     model_options.add_argument("--device", default="cpu", type=device_name, help="where the model runs: cpu, cuda, ...")
     model_options.add_argument("--dtype", default="float32", choices=DTYPES)
-    gen = sub.add_parser("generate", parents=[model_options], help="stream a greedy completion of a prompt")
+    gen = sub.add_parser("generate", parents=[model_options],
+                         help="stream a completion of a prompt (greedy, or sampled with --temperature, --top-p, --top-k)")
     sub.add_parser("bench", help="run the benchmark suite (see python -m benchmarks.run --help)")
     sub.add_parser("calibrate", parents=[model_options],
                    help="measure the model's cost curve again, replacing the cached one")
@@ -107,12 +133,17 @@ def main(argv=None):
     gen.add_argument("--reference", action="append", default=[], metavar="FILE",
                      help="a text file to draft from besides the prompt (repeatable); it is not put in the prompt")
     gen.add_argument("--stats", action="store_true", help="print the run's statistics at the end (stderr)")
+    gen.add_argument("--temperature", type=float, default=None, help="sample at this temperature")
+    gen.add_argument("--top-p", type=float, default=None, help="sample from this nucleus")
+    gen.add_argument("--top-k", type=int, default=None, help="sample from the k likeliest tokens (0: all)")
+    gen.add_argument("--seed", type=int, default=None, help="make a sampled completion repeatable")
     args = parser.parse_args(argv)
     if args.command == "calibrate":
         _calibrate(args, parser)
     elif args.command == "generate":
         if args.max_new_tokens < 1:
             parser.error("--max-new-tokens must be >= 1")
+        _check_sampling(args, parser)
         _generate(args, parser)
 
 

@@ -169,38 +169,6 @@ def test_load_model_refuses_a_bad_placement_before_loading(kwargs, word):
         load_model("no-such-model", **kwargs)
 
 
-def test_cli_generate_streams_and_reports(tmp_path, capsys):
-    from draftless.integration.cli import main
-
-    tok = tiny_tokenizer()
-    model = tiny_model("llama", vocab=len(tok))
-    model.save_pretrained(tmp_path / "m")
-    tok.save_pretrained(tmp_path / "m")
-    prompt = tmp_path / "p.txt"
-    prompt.write_text("def add(x, y):\n    return x + y\n" * 2)
-    main(["generate", "--model", str(tmp_path / "m"), "--prompt-file", str(prompt), "--max-new-tokens", "12",
-          "--stats"])
-    captured = capsys.readouterr()
-    ids = tok(prompt.read_text(), return_tensors="pt")
-    ref = model.generate(**ids, do_sample=False, max_new_tokens=12)
-    assert tok.decode(ref[0, ids["input_ids"].shape[1]:]) in captured.out
-    assert "verification passes" in captured.err and "mean accepted length" in captured.err
-    capsys.readouterr()
-    for bad, word in ((["--device", "abacus"], "device"), (["--dtype", "int8"], "dtype"),
-                      (["--max-new-tokens", "0"], "max-new-tokens"), (["--model", str(tmp_path)], "local"),
-                      (["--prompt-file", str(tmp_path / "none.txt")], "prompt-file")):
-        with pytest.raises(SystemExit) as exit_:
-            main(["generate", "--model", str(tmp_path / "m"), "--prompt-file", str(prompt), *bad])
-        assert exit_.value.code == 2 and word in capsys.readouterr().err  # a usage error, not a traceback
-    ssm = tiny_model("mamba", vocab=len(tok))  # a model draftless cannot serve is named, for both commands
-    ssm.save_pretrained(tmp_path / "ssm")
-    tok.save_pretrained(tmp_path / "ssm")
-    for command in (["generate", "--prompt-file", str(prompt)], ["calibrate"]):
-        with pytest.raises(SystemExit) as exit_:
-            main([*command, "--model", str(tmp_path / "ssm")])
-        assert exit_.value.code == 2 and "MambaForCausalLM keeps a recurrent" in capsys.readouterr().err
-
-
 class OwnedProposer(NullProposer):
     """Drafts nothing; notes every call made from a thread other than the one whose request it was reset for."""
 
@@ -262,31 +230,3 @@ def test_an_empty_stop_string_is_unsupported_and_enable_hands_it_on(tok):
         assert torch.equal(model.generate(ids, do_sample=False, max_new_tokens=10, stop_strings=[""]), ref)
     finally:
         disable(model)
-
-
-def test_cli_chat_prompt_has_the_templates_special_tokens_once(tmp_path, monkeypatch, capsys):
-    """A template that writes BOS itself (Gemma's instruction-tuned models) with a tokenizer that adds BOS too:
-    the prompt starts with one BOS, as ``apply_chat_template(tokenize=True)`` gives it."""
-    from tokenizers.processors import TemplateProcessing
-
-    from draftless.integration.cli import main
-    from draftless.integration.speculative import SpeculativeGenerator as Generator
-
-    tok = tiny_tokenizer()
-    tok.add_special_tokens({"bos_token": "<bos>"})
-    tok.backend_tokenizer.post_processor = TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", tok.bos_token_id)])
-    tok.chat_template = "{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}<assistant>"
-    assert tok("x")["input_ids"][0] == tok.bos_token_id  # the tokenizer adds BOS by itself
-    model = tiny_model("llama", vocab=len(tok))
-    model.save_pretrained(tmp_path / "m")
-    tok.save_pretrained(tmp_path / "m")
-    (tmp_path / "p.txt").write_text("def add(x, y):")
-    seen = []
-    original = Generator.generate
-    monkeypatch.setattr(Generator, "generate", lambda self, *a, **k: seen.append(k["input_ids"]) or original(self, *a, **k))
-    main(["generate", "--model", str(tmp_path / "m"), "--prompt-file", str(tmp_path / "p.txt"), "--chat",
-          "--max-new-tokens", "3"])
-    expected = tok.apply_chat_template([{"role": "user", "content": "def add(x, y):"}], add_generation_prompt=True,
-                                       return_dict=True)["input_ids"]
-    assert seen[0][0].tolist() == list(expected)
-    assert seen[0][0].tolist().count(tok.bos_token_id) == 1
