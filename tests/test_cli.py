@@ -5,15 +5,22 @@ import pytest
 from tiny_models import tiny_model, tiny_tokenizer
 
 
-def test_cli_generate_streams_and_reports(tmp_path, capsys):
-    from draftless.integration.cli import main
-
+@pytest.fixture
+def saved(tmp_path):
+    """A tiny llama and its tokenizer saved as a local model directory ``tmp_path / "m"``, and a prompt file."""
     tok = tiny_tokenizer()
     model = tiny_model("llama", vocab=len(tok))
     model.save_pretrained(tmp_path / "m")
     tok.save_pretrained(tmp_path / "m")
     prompt = tmp_path / "p.txt"
     prompt.write_text("def add(x, y):\n    return x + y\n" * 2)
+    return model, tok, prompt
+
+
+def test_cli_generate_streams_and_reports(tmp_path, capsys, saved):
+    from draftless.integration.cli import main
+
+    model, tok, prompt = saved
     main(["generate", "--model", str(tmp_path / "m"), "--prompt-file", str(prompt), "--max-new-tokens", "12",
           "--stats"])
     captured = capsys.readouterr()
@@ -37,15 +44,10 @@ def test_cli_generate_streams_and_reports(tmp_path, capsys):
         assert exit_.value.code == 2 and "MambaForCausalLM keeps a recurrent" in capsys.readouterr().err
 
 
-def test_cli_samples_repeatably_with_a_seed(tmp_path, capsys):
+def test_cli_samples_repeatably_with_a_seed(tmp_path, capsys, saved):
     from draftless.integration.cli import main
 
-    tok = tiny_tokenizer()
-    model = tiny_model("llama", vocab=len(tok))
-    model.save_pretrained(tmp_path / "m")
-    tok.save_pretrained(tmp_path / "m")
-    prompt = tmp_path / "p.txt"
-    prompt.write_text("def add(x, y):\n    return x + y\n" * 2)
+    model, tok, prompt = saved
     base = ["generate", "--model", str(tmp_path / "m"), "--prompt-file", str(prompt), "--max-new-tokens", "16"]
     texts = []
     for seed in ("3", "3", "4"):
