@@ -81,11 +81,12 @@ def draw_token(probs, u):
     (in [0, 1)): a token of probability p is drawn for a share p of the uniforms, a token of probability 0
     never."""
     cdf = torch.cumsum(probs, 0, dtype=torch.float64)
-    total = float(cdf[-1])
+    total = cdf[-1:]
+    first_above = torch.searchsorted(cdf, total * u, right=True)  # the first cdf entry above u * total
+    token, total = torch.cat([first_above.double(), total]).tolist()  # one read back from the device for both
     if not (total > 0 and math.isfinite(total)):
         raise ValueError(f"the processed scores leave no token to sample (probabilities sum to {total})")
-    target = torch.tensor([u * total], dtype=torch.float64, device=cdf.device)
-    token = int(torch.searchsorted(cdf, target, right=True))  # the first cdf entry above the target
+    token = int(token)
     if token >= probs.shape[0]:  # u * total rounded up to the total: the last token that can be drawn
         token = int(torch.nonzero(probs > 0)[-1])
     return token
@@ -95,9 +96,10 @@ def is_drawn(probs, token, u):
     """Whether ``draw_token(probs, u)`` is ``token``, from two sums rather than the whole cumulative
     distribution, which costs several times as much over a large vocabulary (the two can disagree only where
     ``u`` falls within float64 rounding of an edge of the token's interval)."""
-    total = float(torch.sum(probs, dtype=torch.float64))
-    below = float(torch.sum(probs[:token], dtype=torch.float64))
-    return below <= u * total < below + float(probs[token])
+    sums = torch.stack([torch.sum(probs, dtype=torch.float64), torch.sum(probs[:token], dtype=torch.float64),
+                        probs[token].double()])
+    total, below, p = sums.tolist()  # one read back from the device for the three
+    return below <= u * total < below + p
 
 
 def sample_accept(logits, draft, prefix_ids, processors, draws):
