@@ -24,6 +24,7 @@ vanilla run's, which every method's equals under greedy decoding), in the interl
 """
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import sys
@@ -34,7 +35,8 @@ import torch
 from tqdm import tqdm
 
 from draftless.integration import SpeculativeGenerator, load_model
-from draftless.integration.calibration import cached_cost_curve, cached_inexact_drafts
+from draftless.integration.calibration import calibrate
+from draftless.integration.cli import calibration_progress
 from draftless.integration.models import DTYPES, check_device_available, device_name, resolve
 from draftless.lookup import AdaptiveConfig
 
@@ -87,8 +89,10 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
     model, tokenizer = load_model(model_name, dtype=dtype, device=device)
     load_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    curve = cached_cost_curve(model)  # measured once per model/device/dtype/threads, then read from disk
-    inexact = cached_inexact_drafts(model)  # off the CPU: draft lengths whose pass is not exact there
+    # measured once per model/device/dtype/threads, then read from disk; off the CPU, inexact holds the draft
+    # lengths whose pass is not exact there
+    with calibration_progress() if progress else contextlib.nullcontext() as tell:
+        curve, _, inexact = calibrate(model, tell)
     calibrate_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     _warm_up(model, tokenizer)

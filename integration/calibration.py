@@ -25,7 +25,7 @@ from draftless.lookup.cost_model import CostCurve
 
 from . import kv_cache, pass_check
 from .attention import grouped_query_sdpa
-from .linear_plan import LinearPlans, fastest_of_rounds, measure_linear_plans, planned_linears
+from .linear_plan import LinearPlans, fastest_of_rounds, measure_linear_plans, planned_linears, step_counter
 from .models import cache_root
 
 logger = logging.getLogger(__name__)
@@ -112,12 +112,12 @@ def calibration_key(model):
 
 
 @torch.no_grad()
-def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=5):
+def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=5, progress=None):
     """Pass time at each draft length in ``ks`` after a ``context``-token prefill: every length warmed up
     once, then timed in ``repeats`` interleaved rounds, keeping each length's fastest pass, so that a burst of
     load from another process neither bends the curve's shape nor lands on one length only. A longer pass may
     come out cheaper (a multiple of 8 rows on a CPU): the curve keeps it, so that the policy drafts the
-    longer, cheaper length."""
+    longer, cheaper length. ``progress(done, total)``, if given, after each timed pass."""
     if not ks or ks[0] != 0:
         raise ValueError(f"ks must start at 0, got {ks}")
     vocab = model.config.get_text_config().vocab_size
@@ -129,7 +129,7 @@ def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=5):
     inputs = [torch.randint(0, vocab, (1, k + 1), generator=g).to(model.device) for k in ks]
     with planned_linears(model, cached_linear_plans(model)), grouped_query_sdpa(model):  # as the loop runs
         best = fastest_of_rounds([functools.partial(time_pass, model, cache, ids, context) for ids in inputs],
-                                 repeats)
+                                 repeats, step_counter(progress, len(inputs) * (repeats + 1)))
     return CostCurve(tuple(ks), tuple(best))
 
 
@@ -147,20 +147,36 @@ def time_pass(model, cache, ids, context):
 
 
 _MEMO = {}  # cache file -> decoded value: one disk read per process
+# what ``calibrate``'s ``progress`` is told is being measured
+STAGES = ("linear-layer plans", "cost curve", "pass-length check")
+
+
+def _path(model, kind):
+    return cache_root() / "calibration" / f"{calibration_key(model)}-{kind}.json"
+
+
+def _read(path, decode, warn=True):
+    """``decode`` of the JSON cached at ``path`` (memoised per process), or None where there is none, it is
+    unreadable or ``decode`` refuses it (returns None)."""
+    if str(path) in _MEMO:
+        return _MEMO[str(path)]
+    if not path.exists():
+        return None
+    try:
+        value = decode(json.loads(path.read_text()))
+    except (ValueError, KeyError, TypeError):
+        if warn:
+            logger.warning("ignoring an unreadable calibration file %s", path)
+        return None
+    if value is not None:
+        _MEMO[str(path)] = value
+    return value
 
 
 def _cached(model, kind, measure, encode, decode):
     """``decode`` of the cached ``kind`` file for this model/device/dtype/threads, or ``measure()`` stored."""
-    path = cache_root() / "calibration" / f"{calibration_key(model)}-{kind}.json"
-    key = str(path)
-    if key in _MEMO:
-        return _MEMO[key]
-    value = None
-    if path.exists():
-        try:
-            value = decode(json.loads(path.read_text()))
-        except (ValueError, KeyError, TypeError):
-            logger.warning("ignoring an unreadable calibration file %s", path)
+    path = _path(model, kind)
+    value = _read(path, decode)
     if value is None:
         logger.info("measuring %s for this model/device/dtype/threads once (tens of seconds on a small CPU), then "
                     "caching it in %s", kind, path.parent)
@@ -170,14 +186,19 @@ def _cached(model, kind, measure, encode, decode):
         staging.write_text(json.dumps(encode(value)))
         os.replace(staging, path)  # atomic: another process reading the cache never sees half a file
         logger.info("calibrated %s for %s: %s", kind, path.stem, value)
-    _MEMO[key] = value
+        _MEMO[str(path)] = value
     return value
 
 
-def cached_linear_plans(model):
+def _stage(progress, stage):
+    """``progress`` told ``stage``: a ``(done, total)`` callback for one measurement, or None."""
+    return None if progress is None else functools.partial(progress, stage)
+
+
+def cached_linear_plans(model, progress=None):
     """The linear layers' ``LinearPlans`` for this model/device/dtype/threads, measured on first use."""
-    return _cached(model, "linear-plans", lambda: measure_linear_plans(model), LinearPlans.to_json,
-                   LinearPlans.from_json)
+    return _cached(model, "linear-plans", lambda: measure_linear_plans(model, progress=_stage(progress, STAGES[0])),
+                   LinearPlans.to_json, LinearPlans.from_json)
 
 
 def cost_kind(ks):
@@ -185,17 +206,26 @@ def cost_kind(ks):
     return f"cost-v{CURVE_VERSION}-" + "-".join(map(str, ks))
 
 
-def cached_cost_curve(model, ks=DEFAULT_KS):
-    """The calibrated curve for this model/device/dtype/threads, measuring it on first use."""
-    ks = tuple(ks)
-
+def _curve_decoder(ks):
     def decode(data):
         if tuple(data["ks"]) != ks:
             return None
         return CostCurve(tuple(data["ks"]), tuple(data["seconds"]))
 
-    return _cached(model, cost_kind(ks), lambda: measure_cost_curve(model, ks),
-                   lambda c: {"ks": list(c.ks), "seconds": list(c.seconds)}, decode)
+    return decode
+
+
+def cached_cost_curve(model, ks=DEFAULT_KS, progress=None):
+    """The calibrated curve for this model/device/dtype/threads, measuring it (and, first, the linear layers'
+    plans it is measured under) on first use."""
+    ks = tuple(ks)
+
+    def measure():
+        cached_linear_plans(model, progress)
+        return measure_cost_curve(model, ks, progress=_stage(progress, STAGES[1]))
+
+    return _cached(model, cost_kind(ks), measure, lambda c: {"ks": list(c.ks), "seconds": list(c.seconds)},
+                   _curve_decoder(ks))
 
 
 def checks_pass_lengths(model):
@@ -204,28 +234,68 @@ def checks_pass_lengths(model):
     return model.device.type != "cpu"
 
 
-def cached_inexact_drafts(model, max_draft=pass_check.MAX_DRAFT):
-    """The draft lengths whose pass is not exact on this model/device/dtype/threads (``pass_check``), checked on
-    first use: a sorted tuple, empty where every length is exact or where no check is made (the CPU)."""
-    if not checks_pass_lengths(model):
-        return ()
+def _inexact_kind(max_draft):
+    return f"inexact-drafts-v1-{max_draft}"
 
+
+def _inexact_decoder(max_draft):
     def decode(data):
         bad = data["inexact"]
         if not isinstance(bad, list) or not all(type(k) is int and 0 < k <= max_draft for k in bad):
             return None
         return tuple(sorted(bad))
 
-    return _cached(model, f"inexact-drafts-v1-{max_draft}",
-                   lambda: pass_check.measure_inexact_drafts(model, max_draft, plans=cached_linear_plans(model)),
-                   lambda bad: {"inexact": list(bad)}, decode)
+    return decode
 
 
-def recalibrate(model):
+def cached_inexact_drafts(model, max_draft=pass_check.MAX_DRAFT, progress=None):
+    """The draft lengths whose pass is not exact on this model/device/dtype/threads (``pass_check``), checked on
+    first use: a sorted tuple, empty where every length is exact or where no check is made (the CPU)."""
+    if not checks_pass_lengths(model):
+        return ()
+
+    def measure():
+        plans = cached_linear_plans(model, progress)
+        return pass_check.measure_inexact_drafts(model, max_draft, plans=plans, progress=_stage(progress, STAGES[2]))
+
+    return _cached(model, _inexact_kind(max_draft), measure, lambda bad: {"inexact": list(bad)},
+                   _inexact_decoder(max_draft))
+
+
+def calibrated(model, ks=DEFAULT_KS, max_draft=pass_check.MAX_DRAFT):
+    """Whether everything the loop reads for ``model`` is cached (on disk or in this process), so that a
+    ``SpeculativeGenerator`` built now measures nothing: the linear layers' plans, the cost curve at ``ks`` and,
+    off the CPU, the exact pass lengths up to ``max_draft``. A caller that shows the first calibration's
+    progress asks this first, then ``calibrate``s."""
+    parts = [(_path(model, "linear-plans"), LinearPlans.from_json), (_path(model, cost_kind(tuple(ks))),
+                                                                       _curve_decoder(tuple(ks)))]
+    if checks_pass_lengths(model):
+        parts.append((_path(model, _inexact_kind(max_draft)), _inexact_decoder(max_draft)))
+    return all(_read(path, decode, warn=False) is not None for path, decode in parts)
+
+
+def _check_calibration_call(model, progress):
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be a callable (stage, done, total) or None, got {type(progress).__name__}")
+    kv_cache.check_model_cache(model)  # the calibration rolls the cache back as the loop does
+
+
+def calibrate(model, progress=None, ks=DEFAULT_KS, max_draft=pass_check.MAX_DRAFT):
+    """Measure and cache what ``calibrated`` finds missing (nothing where everything is cached); returns
+    ``(curve, plans, inexact_drafts)``. ``progress(stage, done, total)``, if given, is called after each timed
+    step of what is measured, ``stage`` one of ``STAGES`` and ``done`` counting to ``total`` within it: a
+    progress bar for the tens of seconds a first calibration takes on a small CPU (the CLI draws one; the
+    library itself never prints)."""
+    _check_calibration_call(model, progress)
+    plans = cached_linear_plans(model, progress)
+    return cached_cost_curve(model, ks, progress), plans, cached_inexact_drafts(model, max_draft, progress)
+
+
+def recalibrate(model, progress=None):
     """Measure this model/device/dtype/threads again, replacing what is cached: for a curve measured while the
     machine was busy or slow, whose shape the loop's online scaling keeps (``draftless calibrate``). Returns
-    ``(curve, plans, inexact_drafts)``."""
-    kv_cache.check_model_cache(model)  # the calibration rolls the cache back as the loop does
+    ``(curve, plans, inexact_drafts)``; ``progress`` as ``calibrate`` takes it."""
+    _check_calibration_call(model, progress)
     key = calibration_key(model)
     stale = list((cache_root() / "calibration").glob(f"{key}-*.json"))
     for path in stale:
@@ -233,5 +303,4 @@ def recalibrate(model):
     for memo in [m for m in _MEMO if key in m]:
         del _MEMO[memo]
     logger.info("recalibrating %s: %d cached files removed", key, len(stale))
-    plans = cached_linear_plans(model)
-    return cached_cost_curve(model), plans, cached_inexact_drafts(model)
+    return calibrate(model, progress)

@@ -18,6 +18,7 @@ completion repeatable, and one seed gives the same text whatever draftless draft
 """
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
@@ -37,6 +38,39 @@ def _load(args, parser):
     return model, tokenizer
 
 
+@contextlib.contextmanager
+def calibration_progress(file=None):
+    """A ``progress`` callback for ``calibration.calibrate``: one tqdm bar per stage measured, on stderr."""
+    from tqdm import tqdm
+
+    bars = {}
+
+    def progress(stage, done, total):
+        bar = bars.get(stage)
+        if bar is None:
+            bar = bars[stage] = tqdm(total=total, desc=f"calibrating: {stage}", unit="step",
+                                     file=sys.stderr if file is None else file)
+        bar.update(done - bar.n)
+
+    try:
+        yield progress
+    finally:
+        for bar in bars.values():
+            bar.close()
+
+
+def _calibrate_once(model):
+    """The first run of a model on this machine measures its speed (tens of seconds on a small CPU): with a
+    progress bar, before the completion streams, rather than as a silent pause inside it."""
+    from .calibration import calibrate, calibrated
+
+    if not calibrated(model):
+        print("measuring this model's speed on this machine once; later runs read it from the cache",
+              file=sys.stderr)
+        with calibration_progress() as progress:
+            calibrate(model, progress)
+
+
 def _generate(args, parser):
     from transformers import TextStreamer
 
@@ -51,6 +85,7 @@ def _generate(args, parser):
     except (OSError, UnicodeDecodeError) as err:
         parser.error(f"--reference: {err}")
     model, tokenizer = _load(args, parser)
+    _calibrate_once(model)
     corpus = None
     if references:
         from draftless.lookup import ReferenceCorpus
@@ -100,7 +135,8 @@ def _calibrate(args, parser):
     from .calibration import recalibrate
 
     model, _ = _load(args, parser)
-    curve, _, inexact = recalibrate(model)
+    with calibration_progress() as progress:
+        curve, _, inexact = recalibrate(model, progress)
     print(f"{args.model} on {model.device} ({model.dtype}): c(k), ms")
     for k, seconds in zip(curve.ks, curve.seconds):
         print(f"  k = {k:2d}: {seconds * 1e3:8.2f}  ({seconds / curve.seconds[0]:.2f}x c(0))")

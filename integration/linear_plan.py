@@ -106,17 +106,35 @@ class LinearPlans:
                                 for item in data)))
 
 
-def fastest_of_rounds(passes, repeats):
+def fastest_of_rounds(passes, repeats, tick=None):
     """Fastest seconds of each zero-argument callable in ``passes`` (each returns the seconds it took): one
     round warms every shape up, then ``repeats`` interleaved rounds, so that a burst of load from another
-    process neither bends the measured shape nor lands on one entry only."""
+    process neither bends the measured shape nor lands on one entry only. ``tick()``, if given, after each
+    of the ``len(passes) * (repeats + 1)`` calls."""
     best = [float("inf")] * len(passes)
     for round_ in range(repeats + 1):
         for i, run in enumerate(passes):
             elapsed = run()
             if round_:
                 best[i] = min(best[i], elapsed)
+            if tick is not None:
+                tick()
     return best
+
+
+def step_counter(progress, total):
+    """A zero-argument callable that reports one more of ``total`` steps as ``progress(done, total)``; None
+    where ``progress`` is None. How a measurement that takes seconds tells a caller's progress bar."""
+    if progress is None:
+        return None
+    done = 0
+
+    def tick():
+        nonlocal done
+        done += 1
+        progress(done, total)
+
+    return tick
 
 
 def plain_linears(model):
@@ -142,12 +160,16 @@ def _product(weight, bias, flat, target, transposed):
 
 
 @torch.no_grad()
-def measure_plan(modules, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats=3):
+def _row_counts(max_rows, wide_rows):
+    return list(range(1, max_rows + 1)) + [r for r in wide_rows if r > max_rows]
+
+
+def measure_plan(modules, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats=3, tick=None):
     """The ``LinearPlan`` fastest for ``modules`` (linear layers of one weight shape), timed over all of them in
-    turn."""
+    turn (``tick`` as ``fastest_of_rounds`` takes it)."""
     weight = modules[0].weight
     g = torch.Generator().manual_seed(0)
-    sizes = list(range(1, max_rows + 1)) + [r for r in wide_rows if r > max_rows]
+    sizes = _row_counts(max_rows, wide_rows)
     inputs = {r: torch.randn((r, weight.shape[1]), generator=g).to(device=weight.device, dtype=weight.dtype)
               for r in sizes}
 
@@ -160,7 +182,8 @@ def measure_plan(modules, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats
         return time.perf_counter() - t0
 
     shapes = [(r, t) for r in sizes for t in (False, True)]
-    seconds = dict(zip(shapes, fastest_of_rounds([functools.partial(timed, r, t) for r, t in shapes], repeats)))
+    seconds = dict(zip(shapes, fastest_of_rounds([functools.partial(timed, r, t) for r, t in shapes], repeats,
+                                                 tick)))
     pad_to, transposed = [0], [False]
     for rows in range(1, max_rows + 1):
         best = min(((r, t) for r in range(rows, max_rows + 1) for t in (False, True)), key=seconds.get)
@@ -172,11 +195,12 @@ def measure_plan(modules, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats
     return LinearPlan(tuple(pad_to), tuple(transposed), wide)
 
 
-def measure_linear_plans(model, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats=3):
+def measure_linear_plans(model, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats=3, progress=None):
     """The ``LinearPlans`` fastest for this model's linear layers on its device and dtype (identity plans left
-    out)."""
-    plans = ((shape, measure_plan(modules, max_rows, wide_rows, repeats))
-             for shape, modules in plain_linears(model).items())
+    out). ``progress(done, total)``, if given, after each timed product (``step_counter``)."""
+    groups = plain_linears(model)
+    tick = step_counter(progress, len(groups) * 2 * len(_row_counts(max_rows, wide_rows)) * (repeats + 1))
+    plans = ((shape, measure_plan(modules, max_rows, wide_rows, repeats, tick)) for shape, modules in groups.items())
     return LinearPlans(tuple(sorted((s, p) for s, p in plans if not p.is_identity)))
 
 

@@ -24,7 +24,7 @@ import torch
 
 from . import kv_cache
 from .attention import grouped_query_sdpa
-from .linear_plan import planned_linears
+from .linear_plan import planned_linears, step_counter
 
 logger = logging.getLogger(__name__)
 
@@ -75,9 +75,10 @@ def pass_errors(model, context, max_draft=MAX_DRAFT, plans=None, seed=0):
     return errors
 
 
-def measure_inexact_drafts(model, max_draft=MAX_DRAFT, contexts=None, plans=None):
+def measure_inexact_drafts(model, max_draft=MAX_DRAFT, contexts=None, plans=None, progress=None):
     """The draft lengths k (1 .. ``max_draft``) whose pass over 1 + k tokens did not match one-token steps on
-    every context in ``contexts`` (default ``CONTEXTS``), as a sorted tuple; empty where every length is exact."""
+    every context in ``contexts`` (default ``CONTEXTS``), as a sorted tuple; empty where every length is exact.
+    ``progress(done, total)``, if given, after each context."""
     contexts = CONTEXTS if contexts is None else contexts
     config = model.config.get_text_config()
     limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
@@ -85,11 +86,14 @@ def measure_inexact_drafts(model, max_draft=MAX_DRAFT, contexts=None, plans=None
         contexts = sorted({min(c, limit - max_draft - 1) for c in contexts})
     tol = tolerance(model.dtype)
     worst = {}
+    tick = step_counter(progress, len(contexts))
     for context in contexts:
         for q, err in pass_errors(model, context, max_draft, plans).items():
             prev = worst.get(q, 0.0)
             if not math.isnan(prev) and not err <= prev:  # a NaN, once seen, stays the worst
                 worst[q] = err
+        if tick is not None:
+            tick()
     bad = tuple(q - 1 for q in sorted(worst) if not worst[q] <= tol)  # NaN fails too
     if bad:
         logger.warning("on %s (%s) passes over %s tokens gave logits up to %.3g off (relative; tolerance %.0e): "

@@ -45,9 +45,9 @@ def test_cache_is_reused_and_keyed_by_dtype_and_threads(cache_dir, monkeypatch):
     calls = []
     real = calibration.measure_cost_curve
 
-    def counting(m, ks=calibration.DEFAULT_KS):
+    def counting(m, ks=calibration.DEFAULT_KS, progress=None):
         calls.append(1)
-        return real(m, ks=ks, context=16, repeats=1)
+        return real(m, ks=ks, context=16, repeats=1, progress=progress)
 
     monkeypatch.setattr(calibration, "measure_cost_curve", counting)
     first = calibration.cached_cost_curve(model)
@@ -111,7 +111,8 @@ def test_unreadable_cache_file_is_measured_again(cache_dir, monkeypatch):
     path = cache_dir / "calibration" / f"{calibration.calibration_key(model)}-{kind}.json"
     path.parent.mkdir(parents=True)
     path.write_text("{not json")
-    monkeypatch.setattr(calibration, "measure_cost_curve", lambda m, ks=None: CostCurve((0, 1), (1.0, 2.0)))
+    monkeypatch.setattr(calibration, "measure_cost_curve",
+                        lambda m, ks=None, progress=None: CostCurve((0, 1), (1.0, 2.0)))
     assert calibration.cached_cost_curve(model) == CostCurve((0, 1), (1.0, 2.0))
     assert "unreadable" not in path.read_text()
 
@@ -216,7 +217,7 @@ def test_planned_linears_are_restored_on_error_and_skip_a_replaced_forward():
 def test_recalibrate_replaces_what_is_cached(cache_dir, monkeypatch):
     model = tiny_model("llama")
     curves = iter([CostCurve((0, 1), (9.0, 18.0)), CostCurve((0, 1), (1.0, 2.0))])  # a busy day, then a quiet one
-    monkeypatch.setattr(calibration, "measure_cost_curve", lambda m, ks=None: next(curves))
+    monkeypatch.setattr(calibration, "measure_cost_curve", lambda m, ks=None, progress=None: next(curves))
     kind = calibration.cost_kind(calibration.DEFAULT_KS)
     assert calibration.cached_cost_curve(model) == CostCurve((0, 1), (9.0, 18.0))
     path = cache_dir / "calibration" / f"{calibration.calibration_key(model)}-{kind}.json"

@@ -112,9 +112,9 @@ def test_checked_lengths_are_cached_per_model(cache_dir, monkeypatch):
     calls = []
     real = pass_check.measure_inexact_drafts
 
-    def counting(model, max_draft=pass_check.MAX_DRAFT, contexts=None, plans=None):
+    def counting(model, max_draft=pass_check.MAX_DRAFT, contexts=None, plans=None, progress=None):
         calls.append(1)
-        return real(model, max_draft, contexts=(12,), plans=plans)
+        return real(model, max_draft, contexts=(12,), plans=plans, progress=progress)
 
     monkeypatch.setattr(pass_check, "measure_inexact_drafts", counting)
     model = tiny_model("llama")
