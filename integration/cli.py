@@ -40,7 +40,8 @@ def _load(args, parser):
 
 @contextlib.contextmanager
 def calibration_progress(file=None):
-    """A ``progress`` callback for ``calibration.calibrate``: one tqdm bar per stage measured, on stderr."""
+    """A ``progress`` callback for ``calibration.calibrate``: one tqdm bar per stage measured, on stderr, each
+    closed as its stage ends (the stages run one after another)."""
     from tqdm import tqdm
 
     bars = {}
@@ -51,6 +52,8 @@ def calibration_progress(file=None):
             bar = bars[stage] = tqdm(total=total, desc=f"calibrating: {stage}", unit="step",
                                      file=sys.stderr if file is None else file)
         bar.update(done - bar.n)
+        if done >= total:
+            bar.close()  # a second close, in the end, does nothing
 
     try:
         yield progress
