@@ -21,6 +21,7 @@ import time
 import torch
 import transformers
 
+from draftless.lookup.config import check_max_draft
 from draftless.lookup.cost_model import CostCurve
 
 from . import kv_cache, pass_check
@@ -267,6 +268,7 @@ def calibrated(model, ks=DEFAULT_KS, max_draft=pass_check.MAX_DRAFT):
     ``SpeculativeGenerator`` built now measures nothing: the linear layers' plans, the cost curve at ``ks`` and,
     off the CPU, the exact pass lengths up to ``max_draft``. A caller that shows the first calibration's
     progress asks this first, then ``calibrate``s."""
+    check_max_draft(max_draft)
     parts = [(_path(model, "linear-plans"), LinearPlans.from_json), (_path(model, cost_kind(tuple(ks))),
                                                                        _curve_decoder(tuple(ks)))]
     if checks_pass_lengths(model):
@@ -287,6 +289,7 @@ def calibrate(model, progress=None, ks=DEFAULT_KS, max_draft=pass_check.MAX_DRAF
     progress bar for the tens of seconds a first calibration takes on a small CPU (the CLI draws one; the
     library itself never prints)."""
     _check_calibration_call(model, progress)
+    check_max_draft(max_draft)
     plans = cached_linear_plans(model, progress)
     return cached_cost_curve(model, ks, progress), plans, cached_inexact_drafts(model, max_draft, progress)
 

@@ -90,11 +90,16 @@ def test_off_the_cpu_the_pass_length_check_is_a_third_stage(cache_dir, short_cur
     assert calibration.calibrated(model, max_draft=4) and not calibration.calibrated(model, max_draft=5)
 
 
-def test_progress_must_be_callable(cache_dir):
+def test_progress_and_max_draft_are_checked(cache_dir):
     model = tiny_model("llama")
     for call in (calibration.calibrate, calibration.recalibrate):
         with pytest.raises(TypeError, match="progress"):
             call(model, progress="bar")
+    for bad in (0, 2000, 1.5):  # checked on the CPU too, where no pass length is checked
+        with pytest.raises((TypeError, ValueError), match="max_draft"):
+            calibration.calibrate(model, max_draft=bad)
+        with pytest.raises((TypeError, ValueError), match="max_draft"):
+            calibration.calibrated(model, max_draft=bad)
     assert not list(cache_dir.glob("calibration/*.json"))  # refused before anything was measured or removed
 
 
