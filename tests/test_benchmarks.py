@@ -77,7 +77,8 @@ def test_draftless_quick_drafts_under_a_two_length_curve_measured_before_the_run
                        "--max-new-tokens", "16", "--methods", "draftless,draftless_quick"])
     assert calls == [{"ks": methods.QUICK_KS, "repeats": 1}]  # once, before any run, not once per run
     quick = result["prepared_cost_curves"]["draftless_quick"]
-    assert quick["ks"] == [0, 63] and all(s > 0 for s in quick["seconds"]) and result["prepare_s"] > 0
+    assert quick["ks"] == [0, 63] and all(s > 0 for s in quick["seconds"])
+    assert isinstance(result["prepare_s"], float) and result["prepare_s"] >= 0  # rounded to 10 ms: 0.0 on a tiny model
     assert {r["method"] for r in result["runs"]} == {"vanilla", "draftless", "draftless_quick"}
     assert all(r["identical_to_vanilla"] for r in result["runs"]) and not result["mismatches"]
     assert all(r["passes"] for r in result["runs"] if r["method"] == "draftless_quick")
