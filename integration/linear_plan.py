@@ -159,11 +159,11 @@ def _product(weight, bias, flat, target, transposed):
     return out.contiguous()
 
 
-@torch.no_grad()
 def _row_counts(max_rows, wide_rows):
     return list(range(1, max_rows + 1)) + [r for r in wide_rows if r > max_rows]
 
 
+@torch.no_grad()
 def measure_plan(modules, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats=3, tick=None):
     """The ``LinearPlan`` fastest for ``modules`` (linear layers of one weight shape), timed over all of them in
     turn (``tick`` as ``fastest_of_rounds`` takes it)."""

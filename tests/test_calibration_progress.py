@@ -119,3 +119,14 @@ def test_cli_generate_shows_the_first_calibration_once(tmp_path, cache_dir, shor
     calibration._MEMO.clear()
     main(command)  # cached on disk: straight to the completion
     assert "calibrating" not in capsys.readouterr().err
+
+
+def test_the_linear_plans_are_timed_without_autograd(monkeypatch):
+    # a product that records a graph costs more than the loop's (which runs under no_grad): timed so, the plans
+    # would be chosen for passes the loop never makes
+    model = tiny_model("llama")
+    seen = []
+    real = linear_plan._product
+    monkeypatch.setattr(linear_plan, "_product", lambda *a: seen.append(torch.is_grad_enabled()) or real(*a))
+    linear_plan.measure_linear_plans(model, max_rows=2, wide_rows=(), repeats=1, progress=lambda done, total: None)
+    assert seen and not any(seen)
