@@ -134,8 +134,8 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
             prompt_id = task.prompt_id + (f"_t{turn + 1}" if len(task.turns) > 1 else "")
             others = names[1:]
             reference = None
-            plain = plain_steps_text(model, tokenizer, inputs, max_new_tokens, sampling, 1000 * n_task + turn) \
-                if sampling else None
+            seed = 1000 * n_task + turn  # sampled runs of one prompt start from the same seed
+            plain = plain_steps_text(model, tokenizer, inputs, max_new_tokens, sampling, seed) if sampling else None
             rounds = []  # (repeat, method): vanilla first, then the others in an order rotating per run
             for repeat in range(repeats):
                 shift = (n_task + repeat) % max(1, len(others))
@@ -143,7 +143,7 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
             for repeat, name in rounds:
                 bar.set_postfix_str(f"{task.suite}/{prompt_id}/{name}")
                 clock = FirstTokenClock()
-                torch.manual_seed(1000 * n_task + turn)  # sampled runs of one prompt start from the same seed
+                torch.manual_seed(seed)
                 start = time.perf_counter()
                 out, stats = method(name)(model, tokenizer, inputs, max_new_tokens, clock,
                                           plain if sampling else reference, sampling)

@@ -39,7 +39,7 @@ def _load(args, parser):
 
 
 @contextlib.contextmanager
-def calibration_progress(file=None):
+def calibration_progress():
     """A ``progress`` callback for ``calibration.calibrate``: one tqdm bar per stage measured, on stderr, each
     closed as its stage ends (the stages run one after another)."""
     from tqdm import tqdm
@@ -49,8 +49,7 @@ def calibration_progress(file=None):
     def progress(stage, done, total):
         bar = bars.get(stage)
         if bar is None:
-            bar = bars[stage] = tqdm(total=total, desc=f"calibrating: {stage}", unit="step",
-                                     file=sys.stderr if file is None else file)
+            bar = bars[stage] = tqdm(total=total, desc=f"calibrating: {stage}", unit="step", file=sys.stderr)
         bar.update(done - bar.n)
         if done >= total:
             bar.close()  # a second close, in the end, does nothing
