@@ -1,0 +1,16 @@
+"""Every test but the real models' keeps out of the user's cache: the tiny models' calibrations (linear-layer plans,
+cost curves) go to one directory per test session, not ``~/.cache/draftless`` beside the user's own. The slow tests
+keep the user's cache, where the bundled models' converted weights and calibrations already lie."""
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def session_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("draftless-cache")
+
+
+@pytest.fixture(autouse=True)
+def keep_out_of_the_user_cache(request, monkeypatch, session_cache):
+    if request.node.get_closest_marker("slow") is None:
+        monkeypatch.setenv("DRAFTLESS_CACHE", str(session_cache))
