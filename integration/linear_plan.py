@@ -13,11 +13,11 @@ matrix-vector products. Gemma 3 270M's output layer (262k x 640) takes 63 ms for
 
 ``measure_linear_plans`` times, per weight shape, both orders at 1..8 rows (and at 16, 32 and 64 rows,
 order only) over every layer of that shape in turn (as a pass streams them, so that no weight sits warm in
-cache); ``planned_linears`` then pads each call's rows with zeros up to the cheapest row count at or above
-it, multiplies in the cheaper order, and drops the extra rows: the real rows' outputs are those rows'
-products, only faster (equal to ``nn.Linear``'s up to float rounding: the sum runs in another order). Where
-nothing is gained (a GPU, another BLAS, a layer that is not a plain ``nn.Linear``) a shape's plan is the
-identity and nothing is installed.
+cache), best of three rounds, a form far behind after the first (``OUT_OF_RACE``) timed once. ``planned_linears``
+then pads each call's rows with zeros up to the cheapest row count at or above it, multiplies in the cheaper
+order, and drops the extra rows: the real rows' outputs are those rows' products, only faster (equal to
+``nn.Linear``'s up to float rounding: the sum runs in another order). Where nothing is gained (a GPU, another
+BLAS, a layer that is not a plain ``nn.Linear``) a shape's plan is the identity and nothing is installed.
 """
 
 import contextlib
@@ -30,6 +30,10 @@ import torch
 MAX_PADDED_ROWS = 8
 WIDE_ROWS = (16, 32, 64)  # row counts above MAX_PADDED_ROWS: the order measured at the next one up is used
 CLEAR_GAIN = 0.9  # change the plain product only for a tenth of its time, so timing noise changes nothing
+# after the first timed round, a form that takes more than this many times the fastest form for every row count
+# it could serve is not timed again: no later round's noise could make it the choice, and the slow forms are the
+# dear ones (Gemma 3 270M's output layer: 2 to 8 rows as ``x @ W.T`` take 2 to 7 times ``W @ x.T``)
+OUT_OF_RACE = 2.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,16 +110,16 @@ class LinearPlans:
                                 for item in data)))
 
 
-def fastest_of_rounds(passes, repeats, tick=None):
+def fastest_of_rounds(passes, repeats, tick=None, warm_up=True):
     """Fastest seconds of each zero-argument callable in ``passes`` (each returns the seconds it took): one
-    round warms every shape up, then ``repeats`` interleaved rounds, so that a burst of load from another
-    process neither bends the measured shape nor lands on one entry only. ``tick()``, if given, after each
-    of the ``len(passes) * (repeats + 1)`` calls."""
+    round warms every shape up (unless not ``warm_up``), then ``repeats`` interleaved rounds, so that a burst
+    of load from another process neither bends the measured shape nor lands on one entry only. ``tick()``, if
+    given, after each of the ``len(passes) * (repeats + warm_up)`` calls."""
     best = [float("inf")] * len(passes)
-    for round_ in range(repeats + 1):
+    for round_ in range(repeats + bool(warm_up)):
         for i, run in enumerate(passes):
             elapsed = run()
-            if round_:
+            if round_ or not warm_up:
                 best[i] = min(best[i], elapsed)
             if tick is not None:
                 tick()
@@ -181,9 +185,14 @@ def measure_plan(modules, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats
             torch.cuda.synchronize()
         return time.perf_counter() - t0
 
-    shapes = [(r, t) for r in sizes for t in (False, True)]
-    seconds = dict(zip(shapes, fastest_of_rounds([functools.partial(timed, r, t) for r, t in shapes], repeats,
-                                                 tick)))
+    forms = [(r, t) for r in sizes for t in (False, True)]
+    seconds = dict(zip(forms, fastest_of_rounds([functools.partial(timed, r, t) for r, t in forms], 1, tick)))
+    racing = in_the_race(seconds, max_rows)
+    later = fastest_of_rounds([functools.partial(timed, r, t) for r, t in racing], repeats - 1, tick, warm_up=False)
+    for form, elapsed in zip(racing, later):
+        seconds[form] = min(seconds[form], elapsed)
+    for _ in range((len(forms) - len(racing)) * (repeats - 1) if tick is not None else 0):
+        tick()  # the rounds a form out of the race skips: the caller's progress still ends at its total
     pad_to, transposed = [0], [False]
     for rows in range(1, max_rows + 1):
         best = min(((r, t) for r in range(rows, max_rows + 1) for t in (False, True)), key=seconds.get)
@@ -193,6 +202,24 @@ def measure_plan(modules, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats
         transposed.append(best[1])
     wide = tuple((r, seconds[(r, True)] < CLEAR_GAIN * seconds[(r, False)]) for r in sizes[max_rows:])
     return LinearPlan(tuple(pad_to), tuple(transposed), wide)
+
+
+def in_the_race(seconds, max_rows):
+    """The forms of ``seconds`` (``{(rows, transposed): seconds}`` after one timed round) still worth timing:
+    up to ``max_rows``, each form within ``OUT_OF_RACE`` times the fastest form for some row count it could
+    serve (a form of ``r`` rows serves every row count up to ``r``; the plain form of ``r`` rows is also the
+    ``CLEAR_GAIN`` baseline there); above ``max_rows``, each order within ``OUT_OF_RACE`` times the faster
+    one. A form out of the race is slower than a kept one by more than one round's noise wherever it could be
+    chosen, so its first timing stands."""
+    racing = set()
+    for rows in range(1, max_rows + 1):
+        serving = [(r, t) for (r, t) in seconds if rows <= r <= max_rows]
+        fastest = min(seconds[form] for form in serving)
+        racing.update(form for form in serving if seconds[form] <= OUT_OF_RACE * fastest)
+    for rows in sorted({r for r, _ in seconds if r > max_rows}):
+        fastest = min(seconds[(rows, False)], seconds[(rows, True)])
+        racing.update((rows, t) for t in (False, True) if seconds[(rows, t)] <= OUT_OF_RACE * fastest)
+    return [form for form in seconds if form in racing]
 
 
 def measure_linear_plans(model, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats=3, progress=None):

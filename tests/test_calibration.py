@@ -264,3 +264,39 @@ def test_a_curve_measured_on_a_slower_machine_is_reported_once(cache_dir, caplog
     stale = [r for r in caplog.records if "draftless calibrate" in r.getMessage()]
     assert len(stale) == 1 and gen.proposer.cost.scale < 0.5
     calibration._MEMO.clear()
+
+
+def test_forms_far_behind_after_one_round_leave_the_race():
+    # 1..3 rows padded (max_rows 3), then 8 rows wide: seconds after one timed round
+    seconds = {(1, False): 1.0, (1, True): 5.0,    # 1 row: the plain form; the other order is far behind
+               (2, False): 4.0, (2, True): 1.1,    # 2 rows: transposed; plain is the baseline, far behind
+               (3, False): 6.0, (3, True): 1.9,    # 3 rows transposed is within 2x of 1-row plain's 1.0
+               (8, False): 3.0, (8, True): 2.0}    # wide: both orders within 2x of each other
+    racing = linear_plan.in_the_race(seconds, max_rows=3)
+    assert set(racing) == {(1, False), (2, True), (3, True), (8, False), (8, True)}
+    assert racing == [form for form in seconds if form in racing]  # in the order they were timed
+    seconds[(8, False)] = 4.5  # past twice the other order: decided after one round
+    assert (8, False) not in linear_plan.in_the_race(seconds, max_rows=3)
+    near = {form: 1.0 for form in seconds}  # nothing clear: every form keeps being timed
+    assert linear_plan.in_the_race(near, max_rows=3) == list(near)
+
+
+def test_a_plan_times_forms_out_of_the_race_once_and_still_counts_their_rounds(monkeypatch):
+    groups = linear_plan.plain_linears(tiny_model("llama"))
+    calls = []
+    real = linear_plan._product
+
+    def product(weight, bias, flat, target, transposed):
+        calls.append((target, transposed))
+        return real(weight, bias, flat, target, transposed)
+
+    monkeypatch.setattr(linear_plan, "_product", product)
+    modules = groups[next(iter(groups))]
+    kept = []
+    real_race = linear_plan.in_the_race
+    monkeypatch.setattr(linear_plan, "in_the_race", lambda s, m: kept.extend(real_race(s, m)) or kept[:2])
+    ticks = []
+    linear_plan.measure_plan(modules, max_rows=3, wide_rows=(8,), repeats=3, tick=lambda: ticks.append(1))
+    forms = 2 * 4  # 1..3 rows and 8, both orders
+    assert len(calls) == len(modules) * (2 * forms + 2 * 2)  # warm-up and first round of all, two more of two
+    assert len(ticks) == forms * (3 + 1)  # the progress still ends at the total it announced
