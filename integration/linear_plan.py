@@ -27,6 +27,8 @@ import time
 
 import torch
 
+from draftless.index.validation import check_positive_int
+
 MAX_PADDED_ROWS = 8
 WIDE_ROWS = (16, 32, 64)  # row counts above MAX_PADDED_ROWS: the order measured at the next one up is used
 CLEAR_GAIN = 0.9  # change the plain product only for a tenth of its time, so timing noise changes nothing
@@ -171,6 +173,7 @@ def _row_counts(max_rows, wide_rows):
 def measure_plan(modules, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats=3, tick=None):
     """The ``LinearPlan`` fastest for ``modules`` (linear layers of one weight shape), timed over all of them in
     turn (``tick`` as ``fastest_of_rounds`` takes it)."""
+    repeats = check_positive_int(repeats, "repeats")  # the first timed round decides which forms race on
     weight = modules[0].weight
     g = torch.Generator().manual_seed(0)
     sizes = _row_counts(max_rows, wide_rows)

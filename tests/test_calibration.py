@@ -300,3 +300,5 @@ def test_a_plan_times_forms_out_of_the_race_once_and_still_counts_their_rounds(m
     forms = 2 * 4  # 1..3 rows and 8, both orders
     assert len(calls) == len(modules) * (2 * forms + 2 * 2)  # warm-up and first round of all, two more of two
     assert len(ticks) == forms * (3 + 1)  # the progress still ends at the total it announced
+    with pytest.raises(ValueError, match="repeats"):  # the first timed round is the one that decides the race
+        linear_plan.measure_plan(modules, max_rows=3, wide_rows=(8,), repeats=0)
