@@ -188,13 +188,13 @@ def measure_plan(modules, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats
             torch.cuda.synchronize()
         return time.perf_counter() - t0
 
-    forms = [(r, t) for r in sizes for t in (False, True)]
-    seconds = dict(zip(forms, fastest_of_rounds([functools.partial(timed, r, t) for r, t in forms], 1, tick)))
+    runs = {(r, t): functools.partial(timed, r, t) for r in sizes for t in (False, True)}
+    seconds = dict(zip(runs, fastest_of_rounds(list(runs.values()), 1, tick)))
     racing = in_the_race(seconds, max_rows)
-    later = fastest_of_rounds([functools.partial(timed, r, t) for r, t in racing], repeats - 1, tick, warm_up=False)
+    later = fastest_of_rounds([runs[form] for form in racing], repeats - 1, tick, warm_up=False)
     for form, elapsed in zip(racing, later):
         seconds[form] = min(seconds[form], elapsed)
-    for _ in range((len(forms) - len(racing)) * (repeats - 1) if tick is not None else 0):
+    for _ in range((len(runs) - len(racing)) * (repeats - 1) if tick is not None else 0):
         tick()  # the rounds a form out of the race skips: the caller's progress still ends at its total
     pad_to, transposed = [0], [False]
     for rows in range(1, max_rows + 1):
