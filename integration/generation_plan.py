@@ -8,6 +8,7 @@ model's own ``generate``; what draftless cannot do yet is refused here with a ``
 import inspect
 import logging
 import math
+import numbers
 from dataclasses import dataclass
 
 import torch
@@ -117,6 +118,19 @@ def _check_generation_mode(config):
                                     f"by draftless: it serves greedy search and sampling")
 
 
+def _check_lengths(value_of):
+    """The requested lengths (``value_of(name)``) as numbers, named: generate itself fails on a string with an
+    unnamed comparison error and on NaN or infinity deep in its loop. A float is taken as generate takes it."""
+    for name in ("max_new_tokens", "max_length", "min_new_tokens", "min_length"):
+        value = value_of(name)
+        if value is None:
+            continue
+        if not isinstance(value, numbers.Real):  # True runs one token, as in generate
+            raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+        if not math.isfinite(value):
+            raise ValueError(f"{name} must be finite, got {value}")
+
+
 def plan_generation(model, input_ids, attention_mask, generation_config, logits_processor, stopping_criteria,
                     streamer, kwargs):
     if not isinstance(input_ids, torch.Tensor) or input_ids.dtype not in (torch.long, torch.int):
@@ -150,6 +164,9 @@ def plan_generation(model, input_ids, attention_mask, generation_config, logits_
                               and model.generation_config.min_length is None)
     asked_no_cache = kwargs.get("use_cache") is False or (  # the caller's choice, not the model's default
         generation_config is not model.generation_config and getattr(generation_config, "use_cache", None) is False)
+    _check_lengths(lambda name: kwargs.get(name))  # before transformers compares them
+    if generation_config is not None:
+        _check_lengths(lambda name: getattr(generation_config, name, None))
     config, model_kwargs = model._prepare_generation_config(generation_config, **kwargs)
     for name, (allowed, what) in _UNSUPPORTED.items():
         if getattr(config, name, allowed) not in (allowed, None):

@@ -80,6 +80,10 @@ class SpeculativeGenerator:
         self.checked_drafts = max(MAX_DRAFT, self.config.max_draft) if checks_pass_lengths(model) else None
         self.inexact_drafts = cached_inexact_drafts(model, self.checked_drafts or MAX_DRAFT)
         if proposer is not None:
+            missing = [name for name in ("reset", "propose", "update") if not callable(getattr(proposer, name, None))]
+            if missing:
+                raise TypeError(f"proposer must implement draftless.lookup.Proposer (reset, propose, update); "
+                                f"{type(proposer).__name__} has no {', '.join(missing)}")
             self.proposer = proposer
         elif isinstance(self.config, DraftConfig):
             self.proposer = SuffixProposer(self.config)

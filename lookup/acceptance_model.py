@@ -78,8 +78,8 @@ class AcceptanceModel:
         for name, p in (("prior", prior), ("corpus_prior", corpus_prior)):
             if p.shape != LENGTH_EDGES.shape or np.any((p <= 0) | (p >= 1)):
                 raise ValueError(f"{name} must hold {LENGTH_EDGES.size} rates in (0, 1)")
-        if strength <= 0:
-            raise ValueError(f"strength must be > 0, got {strength}")
+        if not 0 < strength < np.inf:  # an infinite prior weight turns every rate into inf / inf
+            raise ValueError(f"strength must be positive and finite, got {strength}")
         if not 0 < forgetting <= 1:
             raise ValueError(f"forgetting must be in (0, 1], got {forgetting}")
         self.prior = np.tile(prior, (2, len(ORIGINS), 1))

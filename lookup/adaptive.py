@@ -120,8 +120,8 @@ class AdaptiveConfig:
                 raise TypeError(f"{name} must be a number, got {type(value).__name__}")
         if self.occurrence not in OCCURRENCES:
             raise ValueError(f"occurrence must be one of {OCCURRENCES}, got {self.occurrence!r}")
-        if not self.prior_strength > 0:
-            raise ValueError(f"prior_strength must be > 0, got {self.prior_strength}")
+        if not 0 < self.prior_strength < np.inf:  # infinite: every rate inf / inf, NaN
+            raise ValueError(f"prior_strength must be positive and finite, got {self.prior_strength}")
         for name in ("forgetting", "copy_memory", "occurrence_memory"):
             if not 0 < getattr(self, name) <= 1:
                 raise ValueError(f"{name} must be in (0, 1], got {getattr(self, name)}")

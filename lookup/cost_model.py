@@ -24,10 +24,14 @@ class CostCurve:
     def __post_init__(self):
         if len(self.ks) != len(self.seconds) or len(self.ks) < 2:
             raise ValueError("ks and seconds must have the same length, at least 2")
+        if any(isinstance(k, bool) or not isinstance(k, (int, np.integer)) for k in self.ks):
+            raise TypeError(f"ks must hold int draft lengths, got {self.ks}")
         if self.ks[0] != 0 or any(b <= a for a, b in zip(self.ks, self.ks[1:])):
             raise ValueError(f"ks must start at 0 and increase, got {self.ks}")
-        if any(not s > 0 for s in self.seconds):
-            raise ValueError(f"seconds must be positive, got {self.seconds}")
+        if any(isinstance(s, bool) or not isinstance(s, (int, float, np.integer, np.floating)) for s in self.seconds):
+            raise TypeError(f"seconds must hold numbers, got {self.seconds}")
+        if any(not 0 < s < np.inf for s in self.seconds):  # an infinite time would interpolate to NaN
+            raise ValueError(f"seconds must be positive and finite, got {self.seconds}")
 
     def at(self, k):
         """c(k) for an int or an array of ints."""

@@ -162,7 +162,8 @@ def test_acceptance_model_learns_and_forgets():
 
 @pytest.mark.parametrize("kwargs, error", [
     ({"max_draft": 0}, ValueError), ({"max_draft": 1025}, ValueError), ({"min_match": 1.5}, TypeError), ({"occurrence": "nearest"}, ValueError),
-    ({"prior_strength": 0}, ValueError), ({"forgetting": 1.5}, ValueError), ({"prior": (0.5,) * 3}, ValueError),
+    ({"prior_strength": 0}, ValueError), ({"prior_strength": float("inf")}, ValueError),
+    ({"prior_strength": float("nan")}, ValueError), ({"forgetting": 1.5}, ValueError), ({"prior": (0.5,) * 3}, ValueError),
     ({"prior": (1.0,) * 12}, ValueError), ({"copy_length": 0}, ValueError), ({"copy_share": 1.5}, ValueError),
     ({"copy_memory": 0.0}, ValueError), ({"periodic": 1}, TypeError), ({"periodic": "yes"}, TypeError),
 ])
@@ -177,6 +178,14 @@ def test_cost_curve_is_validated_and_interpolates():
         CostCurve((1, 2), (1.0, 2.0))
     with pytest.raises(ValueError, match="positive"):
         CostCurve((0, 2), (1.0, 0.0))
+    with pytest.raises(ValueError, match="finite"):  # a corrupt cache's inf would interpolate to NaN
+        CostCurve((0, 2), (1.0, float("inf")))
+    with pytest.raises(TypeError, match="ks"):
+        CostCurve((0, 2.5), (1.0, 2.0))
+    with pytest.raises(TypeError, match="seconds"):
+        CostCurve((0, 2), (1.0, "2.0"))
+    with pytest.raises(ValueError, match="strength"):
+        AcceptanceModel(strength=float("nan"))
     assert CPU.at(8) == pytest.approx(1.05 + (2.3 - 1.05) * 7 / 15)
     assert CPU.at(128) == pytest.approx(4.8 + (4.8 - 3.1) / 32 * 64)
     assert CPU.relative().at(0) == 1.0

@@ -49,3 +49,10 @@ def test_a_draft_that_is_not_token_ids_is_refused_by_name(draft, error, words):
     with pytest.raises(error, match=r"proposer's propose\(\)") as raised:
         generator.generate(repetitive_prompt(20), max_new_tokens=10, eos_token_id=None)
     assert raised.match(words)
+
+
+@pytest.mark.parametrize("proposer, words", [(5, "int has no reset, propose, update"),
+                                             ([1, 2], "list has no reset, propose, update")])
+def test_a_proposer_without_the_protocol_is_refused_when_given(proposer, words):
+    with pytest.raises(TypeError, match=words):  # not an AttributeError at the first request
+        SpeculativeGenerator(tiny_model("llama"), proposer=proposer)

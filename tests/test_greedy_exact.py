@@ -213,6 +213,17 @@ def test_lengths_that_are_not_ints_run_as_generate_runs_them(lengths):
     assert torch.equal(generate(model, ids, eos_token_id=None, **lengths), ref)
 
 
+@pytest.mark.parametrize("lengths, error, words", [
+    ({"max_new_tokens": "5"}, TypeError, "max_new_tokens must be an int, got str"),  # generate: '<=' not supported
+    ({"max_length": "50"}, TypeError, "max_length must be an int"),
+    ({"max_new_tokens": float("nan")}, ValueError, "max_new_tokens must be finite"),
+    ({"max_new_tokens": float("inf")}, ValueError, "max_new_tokens must be finite"),
+])
+def test_lengths_that_are_not_numbers_are_refused_by_name(lengths, error, words):
+    with pytest.raises(error, match=words):
+        generate(tiny_model("llama"), repetitive_prompt(10), **lengths)
+
+
 def test_batch_and_bad_input_ids_raise_clearly():
     model = tiny_model("llama")
     with pytest.raises(ValueError, match="batch size 2"):
