@@ -16,7 +16,7 @@ import sys
 
 import numpy as np
 
-from benchmarks.replay import parse_run_arguments, recorded_config, replay
+from benchmarks.replay import parse_run_arguments, recorded_config, replay, run_text_classes
 from draftless.lookup import AdaptiveConfig, AdaptiveProposer
 from draftless.lookup.cost_model import CostCurve
 
@@ -41,6 +41,7 @@ def price(data, full, noises=(0.0, 0.05, 0.1), seeds=5):
     each coarse curve, every pass charged at ``full``."""
     config = recorded_config(data) if "draftless_config" in data else AdaptiveConfig()  # older runs: the default
     excluded = tuple(data.get("inexact_drafts", ()))
+    classes = run_text_classes(data)
     out = {}
     for name, ks in SUBSETS.items():
         if ks is not None and not set(ks) <= set(full.ks):
@@ -49,7 +50,8 @@ def price(data, full, noises=(0.0, 0.05, 0.1), seeds=5):
             draws = {}
             for seed in range(seeds if sigma > 0 else 1):
                 curve = coarse_curve(full, ks, sigma, np.random.default_rng(seed))
-                make = {"draftless": lambda truth, curve=curve: AdaptiveProposer(config, cost=curve, excluded=excluded)}
+                make = {"draftless": lambda truth, curve=curve: AdaptiveProposer(config, cost=curve, excluded=excluded,
+                                                                                 text_classes=classes)}
                 for row in replay(data["outputs"], make, cost=full):
                     draws.setdefault(row["suite"], []).append(row["est_speedup"])
             out[(name, sigma)] = draws

@@ -18,7 +18,7 @@ from tqdm import tqdm
 
 from draftless.lookup import AdaptiveConfig, AdaptiveProposer
 
-from .replay import recorded_cost, replay
+from .replay import recorded_cost, replay, run_text_classes
 
 
 def columns(path, configs):
@@ -26,7 +26,8 @@ def columns(path, configs):
     data = json.loads(Path(path).read_text())
     cost = recorded_cost(data)
     excluded = tuple(data.get("inexact_drafts", ()))
-    factories = {name: (lambda truth, cfg=cfg: AdaptiveProposer(cfg, cost=cost, excluded=excluded))
+    classes = run_text_classes(data)
+    factories = {name: (lambda truth, cfg=cfg: AdaptiveProposer(cfg, cost=cost, excluded=excluded, text_classes=classes))
                  for name, cfg in configs.items()}
     out = {}
     for row in replay(data["outputs"], factories, cost):

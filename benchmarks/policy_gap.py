@@ -27,7 +27,7 @@ from draftless.lookup.adaptive import AdaptiveConfig, AdaptiveProposer
 from draftless.lookup.occurrence import agreement, periodic_continuation
 
 from .lookup_ceiling import LookupCeilingProposer
-from .replay import parse_run_arguments, replay, replay_one
+from .replay import parse_run_arguments, replay, replay_one, run_text_classes
 
 
 def draft_kind(copying, match_length, k, copy_length):
@@ -115,11 +115,12 @@ def gap(data, cost, firsts=(1, 3)):
     """``(calibration table, {config: {suite: modelled speedup}})`` for one recorded run."""
     config = AdaptiveConfig()  # the library's policy, as replay's "draftless" row
     excluded = tuple(data.get("inexact_drafts", ()))
-    table = calibration(data["outputs"], lambda: CalibrationProbe(config, cost=cost, excluded=excluded))
-    configs = {"draftless": lambda truth: AdaptiveProposer(config, cost=cost, excluded=excluded)}
+    kw = {"cost": cost, "excluded": excluded, "text_classes": run_text_classes(data)}
+    table = calibration(data["outputs"], lambda: CalibrationProbe(config, **kw))
+    configs = {"draftless": lambda truth: AdaptiveProposer(config, **kw)}
     for n in firsts:
         configs[f"hindsight length, first {n} passes"] = (
-            lambda truth, n=n: HindsightStart(truth, n, cost, config, cost=cost, excluded=excluded))
+            lambda truth, n=n: HindsightStart(truth, n, cost, config, **kw))
     configs["ceiling_recent"] = lambda truth: LookupCeilingProposer(truth, cost, "recent")
     configs["ceiling_any"] = lambda truth: LookupCeilingProposer(truth, cost, "any")
     speed = defaultdict(dict)

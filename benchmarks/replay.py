@@ -18,8 +18,10 @@ prompts and outputs (``draftless_history_requests``).
 """
 
 import argparse
+import functools
 import itertools
 import json
+import logging
 import sys
 import time
 from collections import defaultdict
@@ -36,6 +38,8 @@ from draftless.lookup.occurrence import agreement
 
 from .lookup_ceiling import LookupCeilingProposer
 from .oracle import ORACLE_KS, OracleProposer
+
+logger = logging.getLogger(__name__)
 
 
 PRIOR_NAMES = {
@@ -56,7 +60,26 @@ ADAPTIVE_KNOBS = {
 # used: before the copy regime (copy_share 0: always copying) every draft was judged as a copy
 # and before the periodic continuation a draft stopped at the end of the stream; before ``earliest_in_prompt``
 # the "frequent" rule's occurrence stood wherever it lay
-LEGACY_FIELDS = {"copy_share": 0.0, "periodic": False, "earliest_in_prompt": 0}
+LEGACY_FIELDS = {"copy_share": 0.0, "periodic": False, "earliest_in_prompt": 0, "reflow": False}
+
+
+@functools.lru_cache(maxsize=None)
+def _model_text_classes(model):
+    from draftless.integration import load_tokenizer
+    from draftless.integration.token_text import text_classes
+
+    try:
+        return text_classes(load_tokenizer(model))
+    except (OSError, TypeError, ValueError) as error:
+        logger.warning("no re-flowed drafts in this replay: the tokenizer of %r could not be loaded (%s)", model, error)
+        return None
+
+
+def run_text_classes(run):
+    """The token text classes of the tokenizer of the model a recorded run ran (a bundled model, or a local
+    directory still there), with which the default policy drafts re-flowed copies as the run's loop did; None
+    where it cannot be loaded (the replay then drafts none)."""
+    return None if run.get("model") is None else _model_text_classes(run["model"])
 
 
 def recorded_config(run):
@@ -77,8 +100,8 @@ class HistoryFactory:
     """Makes the default policy over a corpus of the records replayed before this one (``replay`` calls ``start``
     before the first record and ``done`` after each): their outputs, or with ``prompts`` whole requests."""
 
-    def __init__(self, cost, excluded, prompts=False):
-        self.cost, self.excluded, self.prompts = cost, excluded, prompts
+    def __init__(self, cost, excluded, prompts=False, text_classes=None):
+        self.cost, self.excluded, self.prompts, self.text_classes = cost, excluded, prompts, text_classes
         self.start()
 
     def start(self):
@@ -88,17 +111,20 @@ class HistoryFactory:
         self.corpus.add(rec["tokens"][0 if self.prompts else rec["prompt_len"]:])
 
     def __call__(self, truth):
-        return AdaptiveProposer(AdaptiveConfig(), cost=self.cost, excluded=self.excluded, corpus=self.corpus)
+        return AdaptiveProposer(AdaptiveConfig(), cost=self.cost, excluded=self.excluded, corpus=self.corpus,
+                                text_classes=self.text_classes)
 
 
-def configurations(grid=False, cost=CPU_SMALL_MODEL, excluded=(), history=False):
+def configurations(grid=False, cost=CPU_SMALL_MODEL, excluded=(), history=False, text_classes=None):
     """Named proposer factories (each takes the true sequence, which only the oracle and the lookup ceilings
     read): the library's default, the fixed-length suffix proposer, the peers' rules, the oracle and the
     hindsight ceilings of lookup drafting (``lookup_ceiling``), plus with ``grid`` a grid of suffix and
     adaptive settings. ``excluded``: draft lengths the run's device did not verify exactly, which the adaptive
-    policy never chose there (a run's ``inexact_drafts``). ``history``: the ``HistoryFactory`` configurations too."""
+    policy never chose there (a run's ``inexact_drafts``). ``history``: the ``HistoryFactory`` configurations too.
+    ``text_classes`` (``run_text_classes``): the adaptive configurations draft re-flowed copies as the loop does."""
     configs = {
-        "draftless": lambda truth: AdaptiveProposer(AdaptiveConfig(), cost=cost, excluded=excluded),
+        "draftless": lambda truth: AdaptiveProposer(AdaptiveConfig(), cost=cost, excluded=excluded,
+                                                    text_classes=text_classes),
         "suffix_fixed": lambda truth: SuffixProposer(DraftConfig()),
         "rule_pld": lambda truth: PromptLookupRule(),
         "rule_ngram32": lambda truth: NgramRule(),
@@ -111,8 +137,8 @@ def configurations(grid=False, cost=CPU_SMALL_MODEL, excluded=(), history=False)
         "ceiling_any": lambda truth: LookupCeilingProposer(truth, cost, "any"),
     }
     if history:
-        configs["draftless_history"] = HistoryFactory(cost, excluded)
-        configs["draftless_history_requests"] = HistoryFactory(cost, excluded, prompts=True)
+        configs["draftless_history"] = HistoryFactory(cost, excluded, text_classes=text_classes)
+        configs["draftless_history_requests"] = HistoryFactory(cost, excluded, prompts=True, text_classes=text_classes)
     if grid:
         for occurrence, max_draft, min_match in itertools.product(("recent", "first", "frequent"), (8, 16, 32),
                                                                   (1, 2, 3)):
@@ -122,8 +148,8 @@ def configurations(grid=False, cost=CPU_SMALL_MODEL, excluded=(), history=False)
             for value in values:
                 cfg = AdaptiveConfig(**{knob: value})
                 label = value if knob != "prior" else PRIOR_NAMES[value]
-                configs[f"adaptive[{knob}={label}]"] = lambda truth, cfg=cfg: AdaptiveProposer(cfg, cost=cost,
-                                                                                             excluded=excluded)
+                configs[f"adaptive[{knob}={label}]"] = lambda truth, cfg=cfg: AdaptiveProposer(
+                    cfg, cost=cost, excluded=excluded, text_classes=text_classes)
     return configs
 
 
@@ -233,7 +259,8 @@ def main(argv=None):
     parser.add_argument("--history", action="store_true",
                         help="also replay drafting from the earlier records' outputs (and requests)")
     args, data, cost = parse_run_arguments(parser, argv)
-    configs = configurations(args.grid, cost, tuple(data.get("inexact_drafts", ())), history=args.history)
+    configs = configurations(args.grid, cost, tuple(data.get("inexact_drafts", ())), history=args.history,
+                             text_classes=run_text_classes(data))
     rows = replay(data["outputs"], configs, cost)
     sys.stdout.write(markdown(rows))
     if args.json:

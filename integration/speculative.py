@@ -32,6 +32,7 @@ from .pass_check import MAX_DRAFT, exact_length, full_precision
 from . import kv_cache
 from .generation_plan import UnsupportedGeneration, embedding_rows, plan_generation, positions_left
 from .stats import StatsRecorder
+from .token_text import text_classes
 from .verifier import Verifier
 
 logger = logging.getLogger(__name__)
@@ -90,6 +91,9 @@ class SpeculativeGenerator:
         else:  # the cost curve is calibrated once per model/device/dtype/threads and cached on disk
             self.proposer = AdaptiveProposer(self.config, cost=cached_cost_curve(model),
                                              excluded=self.inexact_drafts, corpus=corpus)
+        self._reflow_pending = (isinstance(self.proposer, AdaptiveProposer) and self.proposer.config.reflow
+                                and self.proposer.reflow is None)
+        self._use_tokenizer_texts(tokenizer)
         self.corpus = corpus
         self.remember = remember
         self.linear_plans = cached_linear_plans(model)
@@ -121,6 +125,7 @@ class SpeculativeGenerator:
                                            else "no prompt") + " is not supported")
         if self.tokenizer is not None:
             kwargs.setdefault("tokenizer", self.tokenizer)
+        self._use_tokenizer_texts(kwargs.get("tokenizer"))
         t_start = time.perf_counter()
         plan = plan_generation(self.model, input_ids, attention_mask, generation_config, logits_processor,
                                stopping_criteria, streamer, kwargs)
@@ -183,6 +188,19 @@ class SpeculativeGenerator:
         return GenerateDecoderOnlyOutput(
             sequences=ids, scores=tuple(scores) if plan.output_scores else None,
             logits=tuple(raw) if plan.output_logits else None, cache=verifier.cache)
+
+    def _use_tokenizer_texts(self, tokenizer):
+        """Give the adaptive proposer the tokens' texts (``token_text``) the first time a tokenizer is known, so
+        that it drafts re-flowed copies too (``draftless.lookup.reflow``)."""
+        if not self._reflow_pending or tokenizer is None:
+            return
+        self._reflow_pending = False
+        try:
+            classes = text_classes(tokenizer)
+        except (AttributeError, TypeError, ValueError) as error:  # an object that only decodes (stop strings)
+            logger.info("draftless: no re-flowed drafts: the tokenizer's texts could not be read (%s)", error)
+            return
+        self.proposer.use_text_classes(classes)
 
     def _check_stale_curve(self):
         """Warn once when passes run much faster than the cached curve says: it was measured while the machine

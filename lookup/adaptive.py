@@ -17,13 +17,15 @@ import numpy as np
 from draftless.index import SuffixIndex
 from draftless.index.validation import as_token_array, check_positive_int
 
-from .acceptance_model import CORPUS, CORPUS_PRIOR, DEFAULT_PRIOR, GENERATED, LENGTH_EDGES, PROMPT, AcceptanceModel
+from .acceptance_model import (CORPUS, CORPUS_PRIOR, DEFAULT_PRIOR, GENERATED, LENGTH_EDGES, PROMPT, REFLOWED,
+                               AcceptanceModel)
 from .config import check_max_draft
 from .copy_regime import CopyRegime
 from .corpus import ReferenceCorpus
 from .cost_model import CostCurve, OnlineCost
 from .occurrence import OccurrenceChooser, agreement, periodic_continuation, rule_ends, source_end
 from .proposer import draft_budget
+from .reflow import ReflowIndex
 
 EMPTY = np.empty(0, dtype=np.int64)
 OCCURRENCES = ("frequent", "recent", "first", "learned")
@@ -107,12 +109,17 @@ class AdaptiveConfig:
     # while the output is copying, a match of at least this many tokens whose "frequent" occurrence lies in the
     # prompt is continued from its earliest occurrence instead, the passage the output is copying (0: never)
     earliest_in_prompt: int = 2
+    # given the tokens' texts, also draft from the longest match with whitespace ignored (``reflow``: a copy the
+    # model re-wraps or re-indents) where it spans at least ``reflow_lead`` more words than the exact match
+    reflow: bool = True
+    reflow_lead: int = 2
 
     def __post_init__(self):
         check_max_draft(self.max_draft)
         for name in ("min_match", "copy_length"):
             check_positive_int(getattr(self, name), name)
         check_positive_int(self.earliest_in_prompt, "earliest_in_prompt", minimum=0)
+        check_positive_int(self.reflow_lead, "reflow_lead", minimum=0)
         for name in ("prior_strength", "forgetting", "copy_share", "copy_memory", "occurrence_memory",
                      "occurrence_margin"):
             value = getattr(self, name)
@@ -127,9 +134,10 @@ class AdaptiveConfig:
                 raise ValueError(f"{name} must be in (0, 1], got {getattr(self, name)}")
         if not self.occurrence_margin >= 0:
             raise ValueError(f"occurrence_margin must be >= 0, got {self.occurrence_margin}")
-        if not isinstance(self.periodic, (bool, np.bool_)):
-            raise TypeError(f"periodic must be a bool, got {type(self.periodic).__name__}")
-        object.__setattr__(self, "periodic", bool(self.periodic))  # numpy's bool too, but stored as JSON's
+        for name in ("periodic", "reflow"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise TypeError(f"{name} must be a bool, got {type(getattr(self, name)).__name__}")
+            object.__setattr__(self, name, bool(getattr(self, name)))  # numpy's bool too, but stored as JSON's
         if not 0 <= self.copy_share <= 1:
             raise ValueError(f"copy_share must be in [0, 1], got {self.copy_share}")
         for name in ("prior", "corpus_prior"):
@@ -163,7 +171,7 @@ class AdaptiveProposer:
     for the corpus) and drafts from whichever is worth more tokens per unit of time; the request's own
     stream wins ties."""
 
-    def __init__(self, config=None, cost=None, vocab_size=None, excluded=(), corpus=None):
+    def __init__(self, config=None, cost=None, vocab_size=None, excluded=(), corpus=None, text_classes=None):
         self.config = AdaptiveConfig() if config is None else config
         if not isinstance(self.config, AdaptiveConfig):
             raise TypeError(f"config must be an AdaptiveConfig, got {type(self.config).__name__}")
@@ -181,6 +189,15 @@ class AdaptiveProposer:
             raise TypeError(f"corpus must be a ReferenceCorpus or None, got {type(corpus).__name__}")
         self.corpus = corpus
         self.chosen = []  # (stream length, k) per step: the policy's trace
+        self.reflow = None
+        self.use_text_classes(text_classes)
+
+    def use_text_classes(self, text_classes):
+        """Draft re-flowed copies too (``reflow``), from the next request on: ``text_classes`` maps each token id
+        to its text class (``reflow.check_text_classes``); None: never. A no-op when the config's ``reflow`` is off."""
+        self.reflow = None
+        if text_classes is not None and self.config.reflow:
+            self.reflow = ReflowIndex(text_classes, lead=self.config.reflow_lead)
         self.reset(EMPTY)
 
     def reset(self, tokens):
@@ -194,6 +211,8 @@ class AdaptiveProposer:
         self._ends = None
         self.chosen = []
         self.view = None  # the request's match against the corpus
+        if self.reflow is not None:
+            self.reflow.reset(self.index.tokens)
         if self.corpus is not None:
             self.view = self.corpus.view()
             self.view.feed(self.index.tokens)
@@ -214,6 +233,10 @@ class AdaptiveProposer:
             end = self.view.source_end()
             options.append(self._option(self.view.length, CORPUS, end, min(k_cap, self.view.available(end)),
                                         copying))
+        reflowed = self.reflow.source(match.length) if self.reflow is not None and k_cap > 0 else None
+        if reflowed is not None:
+            length, end = reflowed
+            options.append(self._option(length, REFLOWED, end, min(k_cap, len(self.index) - 1 - end), copying))
         if not options:
             self.chosen.append((len(self.index), 0))
             return EMPTY
@@ -223,6 +246,9 @@ class AdaptiveProposer:
             return EMPTY
         if origin == CORPUS:
             draft = self.view.continuation(k, end)
+        elif origin == REFLOWED:  # the copy with the whitespace the model has been writing instead
+            self._reflow_source = self.index.continuation(end, k)
+            draft = self.reflow.substituted(self._reflow_source)
         else:
             draft = periodic_continuation(self.index, end, k, self.config.periodic)
         self._pending = (length, origin, copying, draft)
@@ -261,6 +287,8 @@ class AdaptiveProposer:
             length, origin, copying, draft = self._pending
             accepted = agreement(draft, tokens[:-1])  # the last token is the target's own
             self.acceptance.observe(length, origin, accepted, draft.size, copying)
+            if origin == REFLOWED:
+                self.reflow.learn(self._reflow_source, tokens, accepted)
             self._pending = None
         if self._ends is not None and tokens.size:
             self.occurrences.observe(self.index, self._ends, tokens)
@@ -273,6 +301,8 @@ class AdaptiveProposer:
 
     def _extend(self, tokens):
         self.index.extend(tokens)
+        if self.reflow is not None:
+            self.reflow.extend(tokens)
         if self.view is not None:
             self.view.feed(tokens)
 
