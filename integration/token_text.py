@@ -38,7 +38,7 @@ def text_classes(tokenizer):
         else:
             classes[i] = WHITESPACE
     logger.debug("text classes of %d tokens: %d classes, %d whitespace", size, len(names),
-                 int((classes == WHITESPACE).sum()))
+                 int((classes < 0).sum()))
     try:
         _CLASSES[tokenizer] = classes
     except TypeError:

@@ -64,11 +64,12 @@ class ReflowIndex:
         """Start a request whose stream so far is ``tokens`` (checked token ids)."""
         tokens = np.asarray(tokens, dtype=np.int64)
         classes = self.class_of(tokens)
-        words = np.flatnonzero(classes != WHITESPACE)
+        words = np.flatnonzero(classes >= 0)
         self.classes = SuffixIndex(classes[words])
-        self.positions = words.astype(np.int64)
+        self._positions = np.zeros(max(64, 2 * words.size), dtype=np.int64)  # grown by doubling: O(1) appends
+        self._positions[: words.size] = words
         self._length = int(tokens.size)
-        self._last_is_word = bool(tokens.size) and classes[-1] != WHITESPACE
+        self._last_is_word = bool(tokens.size) and classes[-1] >= 0
         self.substitutes = {}  # source whitespace token -> the whitespace token the model wrote in its place
 
     def extend(self, tokens):
@@ -77,12 +78,22 @@ class ReflowIndex:
         if tokens.size == 0:
             return
         classes = self.class_of(tokens)
-        words = np.flatnonzero(classes != WHITESPACE)
+        words = np.flatnonzero(classes >= 0)
         if words.size:
+            count = len(self.classes)
             self.classes.extend(classes[words])
-            self.positions = np.concatenate((self.positions, self._length + words))
+            if count + words.size > self._positions.size:
+                grown = np.zeros(2 * (count + words.size), dtype=np.int64)
+                grown[:count] = self._positions[:count]
+                self._positions = grown
+            self._positions[count: count + words.size] = self._length + words
         self._length += int(tokens.size)
-        self._last_is_word = classes[-1] != WHITESPACE
+        self._last_is_word = classes[-1] >= 0
+
+    @property
+    def positions(self):
+        """The stream position of each indexed word, in order."""
+        return self._positions[: len(self.classes)]
 
     def source(self, exact_length):
         """``(matched words, end)``: the stream position after which the re-flowed copy goes on, and how many
@@ -106,11 +117,16 @@ class ReflowIndex:
     def learn(self, source, written, accepted):
         """A re-flowed draft whose stream tokens were ``source`` kept ``accepted`` tokens and the target wrote
         ``written[accepted]`` at the first rejected one: where both are whitespace, the model writes that
-        whitespace in place of the source's (a re-indented block, a re-wrapped line) from now on."""
+        whitespace in place of the source's (a re-indented block) from now on; where it wrote the source's own
+        whitespace against a substitute, the substitute goes (a re-wrapped paragraph's one line break)."""
         if accepted >= min(source.size, written.size):
             return
         src, out = int(source[accepted]), int(written[accepted])
-        if self.class_of(src) == WHITESPACE and self.class_of(out) == WHITESPACE:
+        if self.class_of(src) != WHITESPACE or self.class_of(out) != WHITESPACE:
+            return
+        if out == src:  # the draft held a substitute there, and the model kept the source's whitespace
+            self.substitutes.pop(src, None)
+        else:
             self.substitutes[src] = out
 
     def check_invariants(self):

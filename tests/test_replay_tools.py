@@ -122,14 +122,22 @@ def test_knob_evidence_compares_one_knob_over_runs(tmp_path, capsys):
 RECORDED = Path(__file__).resolve().parents[1] / "benchmarks" / "recorded"
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in RECORDED.glob("*.json") if "partial" not in p.name))
+def _recorded_runs():
+    """Every recorded run; those that drafted re-flowed copies replay with their model's tokenizer, which the
+    slow tests' cache holds (the bundled model converted there)."""
+    for path in sorted(p for p in RECORDED.glob("*.json") if "partial" not in p.name):
+        reflow = json.loads(path.read_text()).get("draftless_config", {}).get("reflow", False)
+        yield pytest.param(path.name, marks=pytest.mark.slow) if reflow else path.name
+
+
+@pytest.mark.parametrize("name", _recorded_runs())
 def test_replay_reproduces_the_draft_lengths_measured_with_the_model(name):
     """Replay is exact: fed a recorded run's outputs, the policy that ran (its config and calibrated cost curve)
     chooses the same draft lengths and gets the same acceptances as it did in the verification loop. (The
     loop's online cost scale multiplies the whole curve, so it never changes the best k.) Where an output
     stopped at EOS, runs recorded before 9bb5fc5 counted draft tokens accepted past the EOS, which the record
     does not hold: that pass is compared by its draft length only."""
-    from benchmarks.replay import recorded_config, replay_one
+    from benchmarks.replay import recorded_config, replay_one, run_text_classes
     from draftless.lookup.cost_model import CostCurve
 
     data = json.loads((RECORDED / name).read_text())
@@ -144,7 +152,8 @@ def test_replay_reproduces_the_draft_lengths_measured_with_the_model(name):
     for out in data["outputs"]:
         if (out["suite"], out["prompt_id"]) in differing:
             continue
-        proposer = AdaptiveProposer(config, cost=cost, excluded=tuple(data.get("inexact_drafts", ())))
+        proposer = AdaptiveProposer(config, cost=cost, excluded=tuple(data.get("inexact_drafts", ())),
+                                    text_classes=run_text_classes(data) if config.reflow else None)
         passes, accepted, drafted, _ = replay_one(proposer, out["tokens"], out["prompt_len"], data["max_new_tokens"])
         measured = traces[(out["suite"], out["prompt_id"])]
         replayed = [list(p) for p in zip(drafted, accepted)]
