@@ -147,3 +147,21 @@ def test_text_classes_from_a_tokenizer():
     assert all(classes[i] == WHITESPACE for i in ids["\n"] + ids["    "])
     byte_ids = [i for i in range(len(tok)) if "\ufffd" in tok.decode([i])]
     assert len({int(classes[i]) for i in byte_ids}) == len(byte_ids)  # partial characters never match each other
+
+
+def test_a_generator_with_a_tokenizer_drafts_reflowed_copies_exactly():
+    import torch
+    from draftless.integration import SpeculativeGenerator
+    from tiny_models import tiny_model, tiny_tokenizer
+
+    model, tok = tiny_model("llama"), tiny_tokenizer()
+    ids = torch.as_tensor([tok("def add(x, y):\n    return x + y\n" * 3).input_ids])
+    assert SpeculativeGenerator(model).proposer.reflow is None  # no tokenizer: no texts
+    assert SpeculativeGenerator(model, config=AdaptiveConfig(reflow=False), tokenizer=tok).proposer.reflow is None
+    gen = SpeculativeGenerator(model, tok)
+    assert gen.proposer.reflow is not None
+    late = SpeculativeGenerator(model)  # a tokenizer passed to a call (stop strings) gives the texts too
+    out = late.generate(ids, max_new_tokens=12, do_sample=False, tokenizer=tok, stop_strings=["@@"])
+    assert late.proposer.reflow is not None
+    ref = model.generate(ids, max_new_tokens=12, do_sample=False, tokenizer=tok, stop_strings=["@@"])
+    assert torch.equal(out, ref) and torch.equal(gen.generate(ids, max_new_tokens=12, do_sample=False), ref)
