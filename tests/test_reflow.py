@@ -154,7 +154,8 @@ def test_a_generator_with_a_tokenizer_drafts_reflowed_copies_exactly():
     from draftless.integration import SpeculativeGenerator
     from tiny_models import tiny_model, tiny_tokenizer
 
-    model, tok = tiny_model("llama"), tiny_tokenizer()
+    tok = tiny_tokenizer()
+    model = tiny_model("llama", vocab=len(tok))
     ids = torch.as_tensor([tok("def add(x, y):\n    return x + y\n" * 3).input_ids])
     assert SpeculativeGenerator(model).proposer.reflow is None  # no tokenizer: no texts
     assert SpeculativeGenerator(model, config=AdaptiveConfig(reflow=False), tokenizer=tok).proposer.reflow is None
