@@ -26,9 +26,8 @@ def columns(path, configs):
     data = json.loads(Path(path).read_text())
     cost = recorded_cost(data)
     excluded = tuple(data.get("inexact_drafts", ()))
-    classes = run_text_classes(data)
-    factories = {name: (lambda truth, cfg=cfg: AdaptiveProposer(cfg, cost=cost, excluded=excluded, text_classes=classes))
-                 for name, cfg in configs.items()}
+    kw = {"cost": cost, "excluded": excluded, "text_classes": run_text_classes(data)}
+    factories = {name: (lambda truth, cfg=cfg: AdaptiveProposer(cfg, **kw)) for name, cfg in configs.items()}
     out = {}
     for row in replay(data["outputs"], factories, cost):
         out.setdefault(row["config"], {})[row["suite"]] = row["est_speedup"]

@@ -9,6 +9,8 @@ position, the drafting cost per step, and a speedup estimate: tokens produced pe
 with each pass of k draft tokens costing c(k) of a cost curve (the one the run calibrated, when its JSON
 holds one; otherwise Gemma 3 270M on a 2-core CPU),
 relative to plain decoding at c(0) per token. It takes seconds, which is how drafting defaults get chosen.
+The default policy drafts re-flowed copies as the loop did, with the token texts of the run's model's tokenizer
+(``run_text_classes``: a bundled model's, converted on first use like its weights, or a local directory's).
 ``--cost`` replays the same outputs under another curve: ``cpu`` (Gemma 3 270M on a 2-core CPU) or
 ``near_flat`` (an accelerator's shape, where a longer pass costs little more), so that a default chosen on
 this CPU can be checked against the flat curve the policy must also serve. ``--history`` adds the default

@@ -25,7 +25,7 @@ from .corpus import ReferenceCorpus
 from .cost_model import CostCurve, OnlineCost
 from .occurrence import OccurrenceChooser, agreement, periodic_continuation, rule_ends, source_end
 from .proposer import draft_budget
-from .reflow import ReflowIndex
+from .reflow import ReflowIndex, check_text_classes
 
 EMPTY = np.empty(0, dtype=np.int64)
 OCCURRENCES = ("frequent", "recent", "first", "learned")
@@ -167,9 +167,10 @@ def best_draft(expected, cost, excluded=()):
 
 class AdaptiveProposer:
     """The adaptive policy over the request's own stream and, given a ``ReferenceCorpus``, over the corpus
-    too: each step weighs the longest match in each (its own acceptance cells, ``acceptance_model.CORPUS``
-    for the corpus) and drafts from whichever is worth more tokens per unit of time; the request's own
-    stream wins ties."""
+    too, and, given the tokens' texts (``text_classes``), over the stream with its whitespace ignored
+    (``reflow``): each step weighs the longest match in each (its own acceptance cells,
+    ``acceptance_model.CORPUS`` for the corpus, ``REFLOWED`` for the re-flowed match) and drafts from whichever is
+    worth more tokens per unit of time; the request's own stream wins ties."""
 
     def __init__(self, config=None, cost=None, vocab_size=None, excluded=(), corpus=None, text_classes=None):
         self.config = AdaptiveConfig() if config is None else config
@@ -194,10 +195,13 @@ class AdaptiveProposer:
 
     def use_text_classes(self, text_classes):
         """Draft re-flowed copies too (``reflow``), from the next request on: ``text_classes`` maps each token id
-        to its text class (``reflow.check_text_classes``); None: never. A no-op when the config's ``reflow`` is off."""
+        to its text class (``reflow.check_text_classes``); None: never. Checked, then unused, when the config's
+        ``reflow`` is off."""
         self.reflow = None
-        if text_classes is not None and self.config.reflow:
-            self.reflow = ReflowIndex(text_classes, lead=self.config.reflow_lead)
+        if text_classes is not None:
+            classes = check_text_classes(text_classes)
+            if self.config.reflow:
+                self.reflow = ReflowIndex(classes, lead=self.config.reflow_lead)
         self.reset(EMPTY)
 
     def reset(self, tokens):

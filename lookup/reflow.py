@@ -58,7 +58,8 @@ class ReflowIndex:
         """The text class of each token id (an id past ``text_classes`` is a class of its own)."""
         tokens = np.asarray(tokens, dtype=np.int64)
         inside = tokens < self.text_classes.size
-        return np.where(inside, self.text_classes[np.where(inside, tokens, 0)], self._outside + tokens - self.text_classes.size)
+        past = self._outside + tokens - self.text_classes.size
+        return np.where(inside, self.text_classes[np.where(inside, tokens, 0)], past)
 
     def reset(self, tokens):
         """Start a request whose stream so far is ``tokens`` (checked token ids)."""

@@ -125,9 +125,11 @@ RECORDED = Path(__file__).resolve().parents[1] / "benchmarks" / "recorded"
 def _recorded_runs():
     """Every recorded run; those that drafted re-flowed copies replay with their model's tokenizer, which the
     slow tests' cache holds (the bundled model converted there)."""
+    runs = []
     for path in sorted(p for p in RECORDED.glob("*.json") if "partial" not in p.name):
         reflow = json.loads(path.read_text()).get("draftless_config", {}).get("reflow", False)
-        yield pytest.param(path.name, marks=pytest.mark.slow) if reflow else path.name
+        runs.append(pytest.param(path.name, marks=pytest.mark.slow) if reflow else path.name)
+    return runs
 
 
 @pytest.mark.parametrize("name", _recorded_runs())
