@@ -1,6 +1,7 @@
 """Every test but the real models' keeps out of the user's cache: the tiny models' calibrations (linear-layer plans,
 cost curves) go to one directory per test session, not ``~/.cache/draftless`` beside the user's own. The slow tests
-keep the user's cache, where the bundled models' converted weights and calibrations already lie."""
+keep the user's cache, where the bundled models' converted weights and calibrations already lie; they alone
+replay recorded runs with their model's tokenizer."""
 
 import pytest
 
@@ -14,3 +15,6 @@ def session_cache(tmp_path_factory):
 def keep_out_of_the_user_cache(request, monkeypatch, session_cache):
     if request.node.get_closest_marker("slow") is None:
         monkeypatch.setenv("DRAFTLESS_CACHE", str(session_cache))
+        # a replay of a recorded run would load its bundled model's tokenizer for the re-flowed drafts, converting
+        # the model into that empty cache first (a minute for Gemma): the slow tests replay with tokenizers
+        monkeypatch.setattr("benchmarks.replay._model_text_classes", lambda model: None)
