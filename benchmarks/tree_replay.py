@@ -102,11 +102,11 @@ def tree_replay(run, cost, shapes=SHAPES):
     excluded = tuple(run.get("inexact_drafts", ()))
     max_new = int(run.get("max_new_tokens", 128))
     rows = []
+    classes = run_text_classes(run)
     for count, length in shapes:
         agg = defaultdict(lambda: [0, 0, 0, 0.0])  # passes, tokens, tree tokens, modelled time
         for rec in run["outputs"]:
-            proposer = AdaptiveProposer(AdaptiveConfig(), cost=cost, excluded=excluded,
-                                        text_classes=run_text_classes(run))
+            proposer = AdaptiveProposer(AdaptiveConfig(), cost=cost, excluded=excluded, text_classes=classes)
             kept, sizes = tree_replay_one(proposer, rec["tokens"], rec["prompt_len"], max_new, count, length,
                                           excluded)
             for suite in (rec["suite"], "all"):

@@ -164,7 +164,7 @@ def plan_generation(model, input_ids, attention_mask, generation_config, logits_
                               and model.generation_config.min_length is None)
     asked_no_cache = kwargs.get("use_cache") is False or (  # the caller's choice, not the model's default
         generation_config is not model.generation_config and getattr(generation_config, "use_cache", None) is False)
-    _check_lengths(lambda name: kwargs.get(name))  # before transformers compares them
+    _check_lengths(kwargs.get)  # before transformers compares them
     if generation_config is not None:
         _check_lengths(lambda name: getattr(generation_config, name, None))
     config, model_kwargs = model._prepare_generation_config(generation_config, **kwargs)

@@ -198,10 +198,10 @@ class AdaptiveProposer:
         to its text class (``reflow.check_text_classes``); None: never. Checked, then unused, when the config's
         ``reflow`` is off."""
         self.reflow = None
-        if text_classes is not None:
-            classes = check_text_classes(text_classes)
-            if self.config.reflow:
-                self.reflow = ReflowIndex(classes, lead=self.config.reflow_lead)
+        if text_classes is not None and self.config.reflow:
+            self.reflow = ReflowIndex(text_classes, lead=self.config.reflow_lead)  # checks them
+        elif text_classes is not None:
+            check_text_classes(text_classes)
         self.reset(EMPTY)
 
     def reset(self, tokens):

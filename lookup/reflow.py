@@ -10,9 +10,9 @@ the model has been seen to write instead (``learn``) put in place of the source'
 
 It is offered only once the model has written a word after the changed whitespace (a stream that ends in
 whitespace is not matched: which word comes next is what the exact index cannot tell either), and only where
-it matches at least ``lead`` more words than the exact match has tokens. Replayed on the 60 recorded runs (243
-suite columns, ``benchmarks/recorded/README.md``, "Re-flowed copies"): +1.5 % on average, +6.8 % on code_edit
-(48 columns), the worst column -0.6 %.
+it matches at least ``lead`` more words than the exact match has tokens. Replayed on the 62 recorded runs (245
+suite columns, ``benchmarks/recorded/README.md``, "Re-flowed copies"): +1.6 % on average, +6.8 % on code_edit
+(50 columns), the worst column -0.6 %.
 
 The text classes come from a tokenizer, which this layer does not import: ``draftless.integration`` builds
 them (``token_text.text_classes``) and passes the array.
@@ -35,7 +35,8 @@ def check_text_classes(text_classes):
     if not np.issubdtype(text_classes.dtype, np.integer) or text_classes.dtype == np.bool_:
         raise TypeError(f"text_classes must hold integer classes, got dtype {text_classes.dtype}")
     if text_classes.min() < WHITESPACE:
-        raise ValueError(f"text_classes must hold classes >= 0 or {WHITESPACE} (whitespace), got {text_classes.min()}")
+        raise ValueError(f"text_classes must hold classes >= 0 or {WHITESPACE} (whitespace), "
+                         f"got {text_classes.min()}")
     out = text_classes.astype(np.int64, copy=True)
     out.flags.writeable = False
     return out
