@@ -2,11 +2,12 @@
 curve measured at fewer draft lengths, or timed once each with noise, while every pass is charged at the run's
 full calibrated curve.
 
-The library calibrates once per model, device, dtype and thread count: 17 lengths, each warmed once and timed in
-five interleaved rounds (about 40 s for Gemma 3 270M on a 2-core CPU). A calibration of a second or two fits far
-less there: a warm-up and one timed pass at two lengths (Gemma: c(0) + c(63) is about 0.9 s). This tool prices
-such curves on recorded outputs: a subset of the run's lengths (the policy interpolates between them, as it does
-between any knots), and log-normal noise on each length's one timing (``--noise``, over ``--seeds`` draws).
+The library calibrates once per model, device, dtype and thread count: 17 lengths timed in two interleaved rounds
+after a warm-up of the longest and the shortest (about 7 s for Gemma 3 270M on a 2-core CPU; 20-40 s, every
+length warmed and timed in five rounds, before session 31). A calibration of a second or two fits far less
+there: a warm-up and one timed pass at two lengths (Gemma: c(0) + c(63) is about 0.9 s). This tool prices such
+curves on recorded outputs: a subset of the run's lengths (the policy interpolates between them, as it does
+between any knots), and log-normal noise on each length's timing (``--noise``, over ``--seeds`` draws).
 Model-free, like ``benchmarks.replay``; a subset that names a length the run did not calibrate is left out.
 """
 

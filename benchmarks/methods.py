@@ -11,7 +11,7 @@ what the loop alone (its linear layers' forms, its lighter step) gains over ``ge
 ``oracle_k*`` drafts the true continuation (``reference``: greedy, the vanilla run's; sampled, the loop's text
 for the run's seed) in linear drafts of k tokens: the ceiling for linear drafting. ``draftless_quick`` is the
 default policy under a calibration of a second or two: c(0) and c(63) only, one warm-up and one timed pass each
-(``quick_cost_curve``), instead of the cached curve's 17 lengths in five rounds; ``PREPARE`` holds what such a
+(``quick_cost_curve``), instead of the cached curve's 17 lengths in two rounds; ``PREPARE`` holds what such a
 method measures before any run is timed.
 ``draftless_history`` is the default policy with a ``ReferenceCorpus`` holding the outputs of every prompt run
 before the current one (``remember``, called by the run after each prompt's rounds): the cross-request

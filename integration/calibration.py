@@ -1,8 +1,8 @@
 """Calibrating the target: the linear layers' fastest forms (``linear_plan``) and the cost curve c(k),
 seconds of one verification pass over 1 + k tokens (measured with those forms in place).
 
-Measured once for the actual model, device, dtype and thread count (on the 2-core CPU used here, on a slow
-day, 11 s for SmolLM2-135M's linear plans and 32 s for its curve, 26 s and 44 s for Gemma 3 270M's) and cached
+Measured once for the actual model, device, dtype and thread count (on a 2-core CPU with a 32 MiB cache, 3.2 s
+for SmolLM2-135M's linear plans and 4.2 s for its curve, 3.3 s and 7.3 s for Gemma 3 270M's) and cached
 on disk under the user cache dir, keyed by all four (and the torch and transformers versions, and the processor
 or GPU behind the device): a changed dtype, thread count or machine recalibrates. "The model" is its
 architecture, not its weights or name: fine-tunes of one base model, a training run's checkpoints and one model
@@ -21,6 +21,7 @@ import time
 import torch
 import transformers
 
+from draftless.index.validation import check_positive_int
 from draftless.lookup.config import check_max_draft
 from draftless.lookup.cost_model import CostCurve
 
@@ -113,14 +114,19 @@ def calibration_key(model):
 
 
 @torch.no_grad()
-def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=5, progress=None):
-    """Pass time at each draft length in ``ks`` after a ``context``-token prefill: every length warmed up
-    once, then timed in ``repeats`` interleaved rounds, keeping each length's fastest pass, so that a burst of
-    load from another process neither bends the curve's shape nor lands on one length only. A longer pass may
-    come out cheaper (a multiple of 8 rows on a CPU): the curve keeps it, so that the policy drafts the
-    longer, cheaper length. ``progress(done, total)``, if given, after each timed pass."""
+def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=2, progress=None):
+    """Pass time at each draft length in ``ks`` after a ``context``-token prefill: the longest and the shortest
+    pass warmed up once each, then every length timed in ``repeats`` interleaved rounds, keeping each length's
+    fastest pass, so that a burst of load from another process neither bends the curve's shape nor lands on one
+    length only. A longer pass may come out cheaper (a multiple of 8 rows on a CPU): the curve keeps it, so that
+    the policy drafts the longer, cheaper length. ``progress(done, total)``, if given, after each timed pass.
+
+    Two rounds after warming the ends land within 1.5 % of warming every length and keeping the best of five
+    (4.5 % at worst) in a third of the time; one round, 4-5.5 % (16 %): the first pass at each length is still
+    slow ("A calibration of a few seconds" in ``benchmarks/recorded/README.md``)."""
     if not ks or ks[0] != 0:
         raise ValueError(f"ks must start at 0, got {ks}")
+    repeats = check_positive_int(repeats, "repeats")
     vocab = model.config.get_text_config().vocab_size
     g = torch.Generator().manual_seed(0)
     prompt = torch.randint(0, vocab, (1, context), generator=g).to(model.device)
@@ -128,9 +134,15 @@ def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=5, progress=No
     model(input_ids=prompt, cache=cache, use_cache=True, logits_to_keep=1)
     kv_cache.start_recording(cache)
     inputs = [torch.randint(0, vocab, (1, k + 1), generator=g).to(model.device) for k in ks]
+    passes = [functools.partial(time_pass, model, cache, ids, context) for ids in inputs]
+    ends = list(dict.fromkeys((passes[-1], passes[0])))  # the longest first: it allocates the largest buffers
+    tick = step_counter(progress, len(ends) + len(inputs) * repeats)
     with planned_linears(model, cached_linear_plans(model)), grouped_query_sdpa(model):  # as the loop runs
-        best = fastest_of_rounds([functools.partial(time_pass, model, cache, ids, context) for ids in inputs],
-                                 repeats, step_counter(progress, len(inputs) * (repeats + 1)))
+        for warm in ends:
+            warm()
+            if tick is not None:
+                tick()
+        best = fastest_of_rounds(passes, repeats, tick, warm_up=False)
     return CostCurve(tuple(ks), tuple(best))
 
 
@@ -179,7 +191,7 @@ def _cached(model, kind, measure, encode, decode):
     path = _path(model, kind)
     value = _read(path, decode)
     if value is None:
-        logger.info("measuring %s for this model/device/dtype/threads once (tens of seconds on a small CPU), then "
+        logger.info("measuring %s for this model/device/dtype/threads once (seconds on a small CPU), then "
                     "caching it in %s", kind, path.parent)
         value = measure()
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -286,7 +298,7 @@ def calibrate(model, progress=None, ks=DEFAULT_KS, max_draft=pass_check.MAX_DRAF
     """Measure and cache what ``calibrated`` finds missing (nothing where everything is cached); returns
     ``(curve, plans, inexact_drafts)``. ``progress(stage, done, total)``, if given, is called after each timed
     step of what is measured, ``stage`` one of ``STAGES`` and ``done`` counting to ``total`` within it: a
-    progress bar for the tens of seconds a first calibration takes on a small CPU (the CLI draws one; the
+    progress bar for the seconds a first calibration takes on a small CPU (the CLI draws one; the
     library itself never prints)."""
     _check_calibration_call(model, progress)
     check_max_draft(max_draft)

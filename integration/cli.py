@@ -62,7 +62,7 @@ def calibration_progress():
 
 
 def _calibrate_once(model):
-    """The first run of a model on this machine measures its speed (tens of seconds on a small CPU): with a
+    """The first run of a model on this machine measures its speed (seconds on a small CPU): with a
     progress bar, before the completion streams, rather than as a silent pause inside it."""
     from .calibration import calibrate, calibrated
 

@@ -12,12 +12,18 @@ matrix-vector products. Gemma 3 270M's output layer (262k x 640) takes 63 ms for
 (SmolLM2: 55, 78, 86, 86 -> 33, 35, 44, 50 ms).
 
 ``measure_linear_plans`` times, per weight shape, both orders at 1..8 rows (and at 16, 32 and 64 rows,
-order only) over every layer of that shape in turn (as a pass streams them, so that no weight sits warm in
-cache), best of three rounds, a form far behind after the first (``OUT_OF_RACE``) timed once. ``planned_linears``
-then pads each call's rows with zeros up to the cheapest row count at or above it, multiplies in the cheaper
-order, and drops the extra rows: the real rows' outputs are those rows' products, only faster (equal to
-``nn.Linear``'s up to float rounding: the sum runs in another order). Where nothing is gained (a GPU, another
-BLAS, a layer that is not a plain ``nn.Linear``) a shape's plan is the identity and nothing is installed.
+order only) over layers of that shape in turn, as a pass streams them, until twice the last-level cache has
+streamed (``probe_bytes``; a layer larger than that, an output layer, over a slice of its rows), so that no
+weight sits warm in cache; best of three rounds, a form far behind after the first (``OUT_OF_RACE``) timed
+once. Timing every layer instead (Gemma 3 270M's 262k-row output layer whole) chose plans whose passes are no
+faster and took 12-17 s against 3.3 s for Gemma 3 270M on a 2-core CPU with a 32 MiB cache ("A calibration
+of a few seconds" in ``benchmarks/recorded/README.md``).
+
+``planned_linears`` then pads each call's rows with zeros up to the cheapest row count at or above it,
+multiplies in the cheaper order, and drops the extra rows: the real rows' outputs are those rows' products,
+only faster (equal to ``nn.Linear``'s up to float rounding: the sum runs in another order). Where nothing is
+gained (a GPU, another BLAS, a layer that is not a plain ``nn.Linear``) a shape's plan is the identity and
+nothing is installed.
 """
 
 import contextlib
@@ -28,6 +34,8 @@ import time
 import torch
 
 from draftless.index.validation import check_positive_int
+
+from .weight_probe import probe_bytes, probe_weights
 
 MAX_PADDED_ROWS = 8
 WIDE_ROWS = (16, 32, 64)  # row counts above MAX_PADDED_ROWS: the order measured at the next one up is used
@@ -170,11 +178,13 @@ def _row_counts(max_rows, wide_rows):
 
 
 @torch.no_grad()
-def measure_plan(modules, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats=3, tick=None):
-    """The ``LinearPlan`` fastest for ``modules`` (linear layers of one weight shape), timed over all of them in
-    turn (``tick`` as ``fastest_of_rounds`` takes it)."""
+def measure_plan(modules, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats=3, tick=None, nbytes=None):
+    """The ``LinearPlan`` fastest for ``modules`` (linear layers of one weight shape), timed over
+    ``probe_weights(modules, nbytes)`` in turn (``nbytes`` by default ``probe_bytes`` of their device; ``tick``
+    as ``fastest_of_rounds`` takes it)."""
     repeats = check_positive_int(repeats, "repeats")  # the first timed round decides which forms race on
     weight = modules[0].weight
+    probed = probe_weights(modules, probe_bytes(weight.device) if nbytes is None else nbytes)
     g = torch.Generator().manual_seed(0)
     sizes = _row_counts(max_rows, wide_rows)
     inputs = {r: torch.randn((r, weight.shape[1]), generator=g).to(device=weight.device, dtype=weight.dtype)
@@ -182,8 +192,8 @@ def measure_plan(modules, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats
 
     def timed(rows, transposed):
         t0 = time.perf_counter()
-        for m in modules:
-            _product(m.weight, m.bias, inputs[rows], rows, transposed)
+        for w, b in probed:
+            _product(w, b, inputs[rows], rows, transposed)
         if weight.device.type == "cuda":
             torch.cuda.synchronize()
         return time.perf_counter() - t0

@@ -33,6 +33,22 @@ def test_a_longer_pass_measured_cheaper_stays_cheaper(monkeypatch):
     assert curve.seconds == (0.10, 0.45, 0.30, 0.37)
 
 
+def test_the_curve_warms_up_its_two_ends_then_keeps_each_lengths_fastest_timed_pass(monkeypatch):
+    timed = []
+    seconds = iter([9.0, 9.0, 0.2, 0.5, 0.9, 0.1, 0.6, 0.7])  # the warm-ups are slow and never kept
+
+    def time_pass(model, cache, ids, context):
+        timed.append(ids.shape[1] - 1)
+        return next(seconds)
+
+    monkeypatch.setattr(calibration, "time_pass", time_pass)
+    curve = calibration.measure_cost_curve(tiny_model("llama"), ks=(0, 4, 16), context=8)
+    assert timed == [16, 0] + [0, 4, 16] * 2  # the longest first, then two interleaved rounds (the default)
+    assert curve.seconds == (0.1, 0.5, 0.7)
+    with pytest.raises(ValueError, match="repeats"):
+        calibration.measure_cost_curve(tiny_model("llama"), ks=(0, 4), repeats=0)
+
+
 def test_default_lengths_hold_both_edges_of_every_8_row_stair():
     ks = calibration.DEFAULT_KS
     assert ks[0] == 0 and list(ks) == sorted(set(ks)) and ks[-1] == 64
@@ -302,3 +318,4 @@ def test_a_plan_times_forms_out_of_the_race_once_and_still_counts_their_rounds(m
     assert len(ticks) == forms * (3 + 1)  # the progress still ends at the total it announced
     with pytest.raises(ValueError, match="repeats"):  # the first timed round is the one that decides the race
         linear_plan.measure_plan(modules, max_rows=3, wide_rows=(8,), repeats=0)
+

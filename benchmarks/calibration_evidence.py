@@ -1,0 +1,111 @@
+"""The evidence behind the first calibration's shortcuts, measured on the real model in one process:
+
+- ``plans``: the linear layers' plans timed over a probe of ``--probe-mib`` MiB of weights a shape (the library
+  times ``linear_plan.probe_bytes``) against plans timed over every layer of each shape, as passes: both plans
+  in place in turn, every length timed in interleaved rounds, best pass kept. Passes as fast under both mean
+  the probe chose as well.
+- ``curve``: the curve as the library measures it (the two ends warmed up, ``--rounds`` timed rounds) against
+  every length warmed up and the best of five rounds kept, and the seconds each took.
+
+    python -m benchmarks.calibration_evidence plans --model gemma-3-270m
+    python -m benchmarks.calibration_evidence curve --model gemma-3-270m --rounds 2
+
+Nothing is read from or written to the calibration cache but the linear layers' plans the curve is timed under.
+"""
+
+import argparse
+import functools
+import sys
+import time
+
+import numpy as np
+import torch
+
+from draftless.integration import calibration, kv_cache, linear_plan, load_model
+from draftless.integration.attention import grouped_query_sdpa
+
+PLAN_KS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 15, 16, 31, 63)
+
+
+def _passes(model, ks, context=256):
+    """Zero-argument callables timing one pass at each of ``ks`` after a ``context``-token prefill."""
+    vocab = model.config.get_text_config().vocab_size
+    g = torch.Generator().manual_seed(0)
+    cache = kv_cache.new_cache(model, context + max(ks) + 1)
+    model(input_ids=torch.randint(0, vocab, (1, context), generator=g), cache=cache, use_cache=True,
+          logits_to_keep=1)
+    kv_cache.start_recording(cache)
+    return [functools.partial(calibration.time_pass, model, cache, torch.randint(0, vocab, (1, k + 1), generator=g),
+                              context) for k in ks]
+
+
+def plans_over(model, nbytes, repeats=3):
+    """``LinearPlans`` timed over ``nbytes`` of each shape's weights (None: every layer of it)."""
+    out, t0 = [], time.perf_counter()
+    for shape, modules in linear_plan.plain_linears(model).items():
+        size = nbytes or sum(m.weight.numel() * m.weight.element_size() for m in modules)
+        plan = linear_plan.measure_plan(modules, repeats=repeats, nbytes=size)
+        if not plan.is_identity:
+            out.append((shape, plan))
+    return linear_plan.LinearPlans(tuple(sorted(out))), time.perf_counter() - t0
+
+
+@torch.no_grad()
+def compare_plans(model, probe_mib, rounds=5):
+    probe, probe_s = plans_over(model, probe_mib << 20)
+    every, every_s = plans_over(model, None)
+    passes = _passes(model, PLAN_KS)
+    best = {}
+    for round_ in range(rounds + 1):  # the first round warms every length up under both plans
+        for name, plans in (("every layer", every), ("probe", probe)):
+            with linear_plan.planned_linears(model, plans), grouped_query_sdpa(model):
+                for k, run in zip(PLAN_KS, passes):
+                    seconds = run()
+                    if round_:
+                        best[name, k] = min(best.get((name, k), np.inf), seconds)
+    lines = [f"plans timed over every layer: {every_s:.2f} s; over a {probe_mib} MiB probe: {probe_s:.2f} s", "",
+             "| k | pass, every-layer plans (ms) | pass, probe plans (ms) | ratio |", "|---|---|---|---|"]
+    for k in PLAN_KS:
+        a, b = best["every layer", k], best["probe", k]
+        lines.append(f"| {k} | {1e3 * a:.1f} | {1e3 * b:.1f} | {b / a:.3f} |")
+    return lines
+
+
+@torch.no_grad()
+def compare_curves(model, rounds):
+    calibration.cached_linear_plans(model)  # measured (or read) before anything is timed
+    t0 = time.perf_counter()
+    quick = calibration.measure_cost_curve(model, repeats=rounds)
+    quick_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    passes = _passes(model, calibration.DEFAULT_KS)
+    with linear_plan.planned_linears(model, calibration.cached_linear_plans(model)), grouped_query_sdpa(model):
+        full = linear_plan.fastest_of_rounds(passes, 5)  # every length warmed up, best of five
+    full_s = time.perf_counter() - t0
+    ratio = np.asarray(quick.seconds) / np.asarray(full)
+    lines = [f"the library's curve ({rounds} round(s) after warming the ends): {quick_s:.2f} s; every length warmed "
+             f"up, best of five: {full_s:.2f} s; mean |ratio - 1| {np.mean(np.abs(ratio - 1)):.3f}, "
+             f"worst {np.max(np.abs(ratio - 1)):.3f}", "",
+             "| k | library (ms) | best of five (ms) | ratio |", "|---|---|---|---|"]
+    for k, a, b, r in zip(calibration.DEFAULT_KS, quick.seconds, full, ratio):
+        lines.append(f"| {k} | {1e3 * a:.1f} | {1e3 * b:.1f} | {r:.3f} |")
+    return lines
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.calibration_evidence",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("what", choices=("plans", "curve"))
+    parser.add_argument("--model", default="gemma-3-270m")
+    parser.add_argument("--probe-mib", type=int, default=64, help="plans: MiB of weights a shape is timed over")
+    parser.add_argument("--rounds", type=int, default=2, help="curve: timed rounds after warming the ends")
+    args = parser.parse_args(argv)
+    if args.probe_mib < 1 or args.rounds < 1:
+        parser.error("--probe-mib and --rounds must be at least 1")
+    model, _ = load_model(args.model)
+    lines = compare_plans(model, args.probe_mib) if args.what == "plans" else compare_curves(model, args.rounds)
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+"""Which weights ``linear_plan`` times each shape's forms over: a probe past the last-level cache."""
+
+import pytest
+import torch
+
+from draftless.integration import linear_plan, weight_probe
+
+
+def test_forms_are_timed_over_a_probe_past_the_cache_not_every_layer():
+    """Each shape's forms stream ``probe_bytes`` of weights: whole layers in turn until that many bytes, or a row
+    slice of one layer larger than that (an output layer), never fewer bytes than asked where the layers hold
+    them."""
+    layers = [torch.nn.Linear(16, 32) for _ in range(5)]  # 2 KiB of weights each
+    per_layer = 16 * 32 * 4
+    assert len(weight_probe.probe_weights(layers, 2 * per_layer + 1)) == 3
+    assert len(weight_probe.probe_weights(layers, 100 * per_layer)) == 5  # all there is
+    assert [w is m.weight for (w, _), m in zip(weight_probe.probe_weights(layers, per_layer), layers)] == [True]
+    (weight, bias), = weight_probe.probe_weights(layers[:1], 10 * 16 * 4)  # ten rows' worth of one 32-row weight
+    assert weight.shape == (10, 16) and bias.shape == (10,) and weight.data_ptr() == layers[0].weight.data_ptr()
+    (weight, bias), = weight_probe.probe_weights([torch.nn.Linear(16, 32, bias=False)], 1)
+    assert weight.shape == (1, 16) and bias is None
+    with pytest.raises(ValueError, match="nbytes"):
+        weight_probe.probe_weights(layers, 0)
+    cache = weight_probe.last_level_cache_bytes("cpu")
+    assert isinstance(cache, int) and cache >= 0
+    assert weight_probe.probe_bytes("cpu") == max(weight_probe.MIN_PROBE_BYTES, 2 * cache)
+
+
+def test_measure_plan_times_only_the_probe(monkeypatch):
+    layers = [torch.nn.Linear(16, 32) for _ in range(4)]
+    seen = set()
+    real = linear_plan._product
+    monkeypatch.setattr(linear_plan, "_product", lambda w, *rest: seen.add(w.data_ptr()) or real(w, *rest))
+    linear_plan.measure_plan(layers, max_rows=2, wide_rows=(), repeats=1, nbytes=2 * 16 * 32 * 4)
+    assert seen == {layers[0].weight.data_ptr(), layers[1].weight.data_ptr()}
