@@ -52,6 +52,7 @@ def plans_over(model, nbytes, repeats=3):
 
 @torch.no_grad()
 def compare_plans(model, probe_mib, rounds=5):
+    """Passes under plans timed over a ``probe_mib`` MiB probe and over every layer, best of ``rounds``."""
     probe, probe_s = plans_over(model, probe_mib << 20)
     every, every_s = plans_over(model, None)
     passes = _passes(model, PLAN_KS)
@@ -73,6 +74,7 @@ def compare_plans(model, probe_mib, rounds=5):
 
 @torch.no_grad()
 def compare_curves(model, rounds):
+    """The library's curve in ``rounds`` rounds against every length warmed up and the best of five."""
     calibration.cached_linear_plans(model)  # measured (or read) before anything is timed
     t0 = time.perf_counter()
     quick = calibration.measure_cost_curve(model, repeats=rounds)

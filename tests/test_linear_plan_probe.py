@@ -33,3 +33,23 @@ def test_measure_plan_times_only_the_probe(monkeypatch):
     monkeypatch.setattr(linear_plan, "_product", lambda w, *rest: seen.add(w.data_ptr()) or real(w, *rest))
     linear_plan.measure_plan(layers, max_rows=2, wide_rows=(), repeats=1, nbytes=2 * 16 * 32 * 4)
     assert seen == {layers[0].weight.data_ptr(), layers[1].weight.data_ptr()}
+
+
+def test_calibration_evidence_compares_both_shortcuts_with_the_long_way(tmp_path, monkeypatch):
+    from benchmarks import calibration_evidence
+    from draftless.integration import calibration
+    from tiny_models import tiny_model
+
+    monkeypatch.setenv("DRAFTLESS_CACHE", str(tmp_path))
+    calibration._MEMO.clear()
+    model = tiny_model("llama")
+    lines = calibration_evidence.compare_plans(model, probe_mib=1, rounds=1)
+    rows = [line for line in lines if line.startswith("| ") and line[2].isdigit()]
+    assert [int(r.split("|")[1]) for r in rows] == list(calibration_evidence.PLAN_KS)
+    assert all(float(r.split("|")[4]) > 0 for r in rows)  # a ratio of two measured passes
+    lines = calibration_evidence.compare_curves(model, rounds=1)
+    rows = [line for line in lines if line.startswith("| ") and line[2].isdigit()]
+    assert [int(r.split("|")[1]) for r in rows] == list(calibration.DEFAULT_KS)
+    assert "1 round(s) after warming the ends" in lines[0]
+    with pytest.raises(SystemExit):
+        calibration_evidence.main(["curve", "--rounds", "0"])
