@@ -12,14 +12,16 @@ Model-free, like ``benchmarks.replay``; a subset that names a length the run did
 """
 
 import argparse
+import dataclasses
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 
-from benchmarks.replay import parse_run_arguments, recorded_config, replay, run_text_classes
+from benchmarks.replay import parse_run_arguments, recorded_config, recorded_cost, replay, run_text_classes
 from draftless.lookup import AdaptiveConfig, AdaptiveProposer
-from draftless.lookup.cost_model import CostCurve
+from draftless.lookup.cost_model import CostCurve, OnlineCost
 
 SUBSETS = {  # name -> draft lengths kept (None: every length the run calibrated)
     "every calibrated length": None,
@@ -28,6 +30,7 @@ SUBSETS = {  # name -> draft lengths kept (None: every length the run calibrated
     "three: 0, 15, 63": (0, 15, 63),
     "two: 0, 63": (0, 63),
 }
+SHORT_NAMES = dict(zip(("every", "nine", "edges", "three", "two"), SUBSETS))  # --subsets
 
 
 def coarse_curve(full, ks, sigma, rng):
@@ -37,42 +40,54 @@ def coarse_curve(full, ks, sigma, rng):
     return CostCurve(ks, tuple(float(full.at(k)) * float(m) for k, m in zip(ks, noise)))
 
 
-def price(data, full, noises=(0.0, 0.05, 0.1), seeds=5):
-    """``{(subset name, sigma): {suite: [modelled speedup of each draw]}}``: the policy the run used drafting under
-    each coarse curve, every pass charged at ``full``."""
-    config = recorded_config(data) if "draftless_config" in data else AdaptiveConfig()  # older runs: the default
+def price(data, full, noises=(0.0, 0.05, 0.1), seeds=5, shape_rates=(0.0,), pass_noise=0.15, stale=None,
+          subsets=tuple(SUBSETS), across=False):
+    """``{(curve name, sigma, shape rate): {suite: [modelled speedup of each draw]}}``: the policy the run used
+    drafting under each coarse curve (and ``stale``, another run's curve, if given), learning the curve's shape at
+    each of ``shape_rates`` from passes told to take ``full``'s time under log-normal ``pass_noise``, every pass
+    charged at ``full``. ``across``: one cost model for all the run's requests, in order, as a
+    ``SpeculativeGenerator`` that keeps its proposer has (by default each request starts from the curve)."""
+    base = recorded_config(data) if "draftless_config" in data else AdaptiveConfig()  # older runs: the default
     excluded = tuple(data.get("inexact_drafts", ()))
     classes = run_text_classes(data)
+    curves = [(name, SUBSETS[name]) for name in subsets if SUBSETS[name] is None or set(SUBSETS[name]) <= set(full.ks)]
     out = {}
-    for name, ks in SUBSETS.items():
-        if ks is not None and not set(ks) <= set(full.ks):
-            continue
-        for sigma in noises:
-            draws = {}
-            for seed in range(seeds if sigma > 0 else 1):
-                curve = coarse_curve(full, ks, sigma, np.random.default_rng(seed))
-                make = {"draftless": lambda truth, curve=curve: AdaptiveProposer(config, cost=curve, excluded=excluded,
-                                                                                 text_classes=classes)}
-                for row in replay(data["outputs"], make, cost=full):
-                    draws.setdefault(row["suite"], []).append(row["est_speedup"])
-            out[(name, sigma)] = draws
+    for name, ks in curves + ([("another run's curve", stale)] if stale is not None else []):
+        for sigma in noises if name != "another run's curve" else (0.0,):
+            for rate in shape_rates:
+                config = dataclasses.replace(base, shape_rate=rate)
+                draws = {}
+                for seed in range(seeds if sigma > 0 or (rate > 0 and pass_noise > 0) else 1):
+                    rng = np.random.default_rng(seed)
+                    curve = ks if isinstance(ks, CostCurve) else coarse_curve(full, ks, sigma, rng)
+                    if across:  # given an OnlineCost, the proposer keeps it (and what it learned) as it is
+                        curve = OnlineCost(curve, shape_rate=rate)
+                    make = {"draftless": lambda truth, curve=curve: AdaptiveProposer(
+                        config, cost=curve, excluded=excluded, text_classes=classes)}
+                    def tell(k, rng=rng):  # the pass's time as the loop would have measured it
+                        return float(full.at(k)) * float(np.exp(rng.normal(0.0, pass_noise)))
+
+                    for row in replay(data["outputs"], make, cost=full, told=tell):
+                        draws.setdefault(row["suite"], []).append(row["est_speedup"])
+                out[(name, sigma, rate)] = draws
     return out
 
 
 def markdown(priced):
     suites = sorted({s for draws in priced.values() for s in draws}, key=lambda s: (s == "all", s))
-    base = priced[("every calibrated length", 0.0)]
-    lines = ["Modelled speedup over plain decoding (mean over the noise draws; worst draw and change against the "
-             "run's own curve in brackets).", "",
-             "| curve the policy drafts under | timing noise | " + " | ".join(suites) + " |",
-             "|---|---|" + "---|" * len(suites)]
-    for (name, sigma), draws in priced.items():
+    base = priced[next(key for key in priced if key[0] == "every calibrated length" and key[1] == 0.0)]
+    lines = ["Modelled speedup over plain decoding (mean over the draws; worst draw and change against the "
+             "run's own curve, first shape rate, in brackets).", "",
+             "| curve the policy drafts under | timing noise | shape rate | " + " | ".join(suites) + " |",
+             "|---|---|---|" + "---|" * len(suites)]
+    for (name, sigma, rate), draws in priced.items():
         cells = []
         for s in suites:
             mean, worst = float(np.mean(draws[s])), min(draws[s])
             change = 100 * (mean / base[s][0] - 1)
-            cells.append(f"{mean:.3f} ({worst:.3f}, {change:+.1f} %)" if sigma > 0 else f"{mean:.3f} ({change:+.1f} %)")
-        lines.append(f"| {name} | {sigma:.2f} | " + " | ".join(cells) + " |")
+            cells.append(f"{mean:.3f} ({worst:.3f}, {change:+.1f} %)" if len(draws[s]) > 1
+                         else f"{mean:.3f} ({change:+.1f} %)")
+        lines.append(f"| {name} | {sigma:.2f} | {rate:g} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -81,6 +96,16 @@ def main(argv=None):
     parser.add_argument("--noise", default="0,0.05,0.1",
                         help="comma-separated standard deviations of the log-normal noise on each timing")
     parser.add_argument("--seeds", type=int, default=5, help="noise draws per noisy curve")
+    parser.add_argument("--shape-rates", default="0",
+                        help="comma-separated rates at which the policy learns the curve's shape from its passes")
+    parser.add_argument("--pass-noise", type=float, default=0.15,
+                        help="standard deviation of the log-normal noise on each pass's time told to the policy")
+    parser.add_argument("--subsets", default=",".join(SHORT_NAMES),
+                        help=f"comma-separated curves to draft under, of {', '.join(SHORT_NAMES)}")
+    parser.add_argument("--across-requests", action="store_true",
+                        help="one cost model for all the run's requests in order, learning across them")
+    parser.add_argument("--curve-from", type=Path,
+                        help="also draft under this other run's curve (a stale shape), every pass charged at this run's")
     args, data, full = parse_run_arguments(parser, argv)
     try:
         noises = tuple(float(x) for x in args.noise.split(","))
@@ -90,11 +115,22 @@ def main(argv=None):
         parser.error(f"--noise must include 0 and hold values in [0, 1), got {args.noise!r}")
     if args.seeds < 1:
         parser.error(f"--seeds must be at least 1, got {args.seeds}")
-    priced = price(data, full, noises, args.seeds)
+    try:
+        rates = tuple(float(x) for x in args.shape_rates.split(","))
+    except ValueError:
+        parser.error(f"--shape-rates must be comma-separated numbers, got {args.shape_rates!r}")
+    if not rates or any(not 0 <= r < 1 for r in rates) or not 0 <= args.pass_noise < 1:
+        parser.error("--shape-rates and --pass-noise must hold values in [0, 1)")
+    subsets = [x.strip() for x in args.subsets.split(",") if x.strip()]
+    if "every" not in subsets or any(x not in SHORT_NAMES for x in subsets):
+        parser.error(f"--subsets must name 'every' and others of {', '.join(SHORT_NAMES)}, got {args.subsets!r}")
+    stale = None if args.curve_from is None else recorded_cost(json.loads(args.curve_from.read_text()))
+    priced = price(data, full, noises, args.seeds, rates, args.pass_noise, stale, [SHORT_NAMES[x] for x in subsets],
+                   args.across_requests)
     sys.stdout.write(markdown(priced))
     if args.json:
-        rows = [{"curve": name, "noise": sigma, "suite": s, "est_speedup": draws}
-                for (name, sigma), by_suite in priced.items() for s, draws in by_suite.items()]
+        rows = [{"curve": name, "noise": sigma, "shape_rate": rate, "suite": s, "est_speedup": draws}
+                for (name, sigma, rate), by_suite in priced.items() for s, draws in by_suite.items()]
         args.json.write_text(json.dumps({"source": str(args.run_json), "rows": rows}, indent=1))
     return priced
 

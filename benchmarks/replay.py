@@ -62,7 +62,7 @@ ADAPTIVE_KNOBS = {
 # used: before the copy regime (copy_share 0: always copying) every draft was judged as a copy
 # and before the periodic continuation a draft stopped at the end of the stream; before ``earliest_in_prompt``
 # the "frequent" rule's occurrence stood wherever it lay
-LEGACY_FIELDS = {"copy_share": 0.0, "periodic": False, "earliest_in_prompt": 0, "reflow": False}
+LEGACY_FIELDS = {"copy_share": 0.0, "periodic": False, "earliest_in_prompt": 0, "reflow": False, "shape_rate": 0.0}
 
 
 @functools.lru_cache(maxsize=None)
@@ -155,10 +155,12 @@ def configurations(grid=False, cost=CPU_SMALL_MODEL, excluded=(), history=False,
     return configs
 
 
-def replay_one(proposer, tokens, prompt_len, max_new_tokens=None):
+def replay_one(proposer, tokens, prompt_len, max_new_tokens=None, pass_seconds=None):
     """Replay one recorded sequence; returns (passes, accepted per pass list, drafted per pass, seconds).
     With ``max_new_tokens`` (the run's), each draft is capped by the token budget the loop had, rather than by
-    the recorded tokens left, which differ when the output stopped early at EOS."""
+    the recorded tokens left, which differ when the output stopped early at EOS. ``pass_seconds``: the
+    seconds the loop told the proposer each pass took (a run's ``pass_seconds``), or a callable of the draft
+    length; told to its ``record_pass`` as the loop does, between the pass and ``update``."""
     tokens = np.asarray(tokens, dtype=np.int64)
     pos = prompt_len + 1  # the prefill's token is not drafted
     if pos >= tokens.size:
@@ -180,13 +182,20 @@ def replay_one(proposer, tokens, prompt_len, max_new_tokens=None):
         drafted.append(int(draft.size))
         new = tokens[pos: pos + n + 1]
         pos += new.size
+        if callable(pass_seconds):
+            proposer.record_pass(int(draft.size), float(pass_seconds(draft.size)))
+        elif pass_seconds is not None and len(accepted) <= len(pass_seconds):  # past them: the replay diverged
+            proposer.record_pass(int(draft.size), float(pass_seconds[len(accepted) - 1]))
         t0 = time.perf_counter()
         proposer.update(new)
         spent += time.perf_counter() - t0
     return len(accepted), accepted, drafted, spent
 
 
-def replay(outputs, configs, cost=CPU_SMALL_MODEL):
+def replay(outputs, configs, cost=CPU_SMALL_MODEL, told=None):
+    """Rows of per-suite figures for each named proposer factory in ``configs`` replayed on ``outputs``, every
+    pass charged at ``cost``; ``told``: a callable of the draft length giving the seconds each pass is told
+    to take (``replay_one``'s ``pass_seconds``), for a policy that learns its curve's shape."""
     rows = []
     for make in configs.values():  # load compiled kernels before anything is timed
         replay_one(make(np.array([1, 2, 3, 1, 2, 3, 1, 2])), [1, 2, 3, 1, 2, 3, 1, 2], 3)
@@ -195,7 +204,8 @@ def replay(outputs, configs, cost=CPU_SMALL_MODEL):
                                          "hits": defaultdict(int), "tries": defaultdict(int)})
         getattr(make, "start", lambda: None)()
         for rec in outputs:
-            passes, accepted, drafted, seconds = replay_one(make(rec["tokens"]), rec["tokens"], rec["prompt_len"])
+            passes, accepted, drafted, seconds = replay_one(make(rec["tokens"]), rec["tokens"], rec["prompt_len"],
+                                                            pass_seconds=told)
             getattr(make, "done", lambda rec: None)(rec)
             for suite in (rec["suite"], "all"):
                 agg = per_suite[suite]

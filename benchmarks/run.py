@@ -172,6 +172,7 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
                 })
                 if stats and (name == "draftless" or variant_config(name) is not None):  # its choices, pass by pass
                     runs[-1]["draft_trace"] = [list(p) for p in stats.draft_trace]
+                    runs[-1]["pass_seconds"] = list(stats.pass_seconds)  # what the policy learned its curve from
                 bar.update()
             remember(model, reference[prompt_len:])  # later prompts' draftless_history drafts from it
         if checkpoint is not None:

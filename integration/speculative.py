@@ -173,7 +173,7 @@ class SpeculativeGenerator:
                 ids, done = self._append(plan, ids, tokens, chosen, logits[: n + 1], scores, raw)
                 # a stop (EOS, stop string, criteria) inside the accepted draft drops the tokens after it: the
                 # stats count what the pass kept, so that new tokens = 1 (prefill) + sum(accepted + 1)
-                rec.record_pass(int(draft.shape[0]), min(n, ids.shape[1] - before - 1))
+                rec.record_pass(int(draft.shape[0]), min(n, ids.shape[1] - before - 1), t2 - t1)
                 self.proposer.update(ids[0, before:].cpu().numpy())
                 rec.propose_s += (t1 - t0) + (time.perf_counter() - t2)
                 rec.verify_s += t2 - t1

@@ -12,6 +12,8 @@ class GenerationStats:
     accepted draft position ``i`` (so position 0 is accepted at most ``passes`` times).
     ``mean_accepted_length`` counts the bonus token: tokens produced per verification pass.
     ``draft_trace`` holds ``(drafted, accepted)`` per pass, in order: what the drafting policy chose.
+    ``pass_seconds`` holds each pass's seconds as the loop told the proposer (``record_pass``): with the
+    outputs, what a replay needs to follow a policy that learns its cost curve's shape from them.
     """
 
     new_tokens: int = 0
@@ -24,6 +26,7 @@ class GenerationStats:
     verify_s: float = 0.0
     total_s: float = 0.0
     draft_trace: tuple = ()
+    pass_seconds: tuple = ()
 
     def __post_init__(self):
         for name in ("new_tokens", "passes", "drafted", "accepted"):
@@ -42,6 +45,8 @@ class GenerationStats:
                                  or sum(d for d, _ in self.draft_trace) != self.drafted
                                  or sum(a for _, a in self.draft_trace) != self.accepted):
             raise ValueError("draft_trace must hold one (drafted, accepted) pair per pass, summing to the totals")
+        if self.pass_seconds and (len(self.pass_seconds) != self.passes or min(self.pass_seconds) < 0):
+            raise ValueError("pass_seconds must hold one duration >= 0 per pass")
 
     @property
     def mean_accepted_length(self):
@@ -65,9 +70,11 @@ class StatsRecorder:
     propose_s: float = 0.0
     verify_s: float = 0.0
     trace: list = field(default_factory=list)
+    seconds: list = field(default_factory=list)
 
-    def record_pass(self, drafted, accepted):
+    def record_pass(self, drafted, accepted, seconds=0.0):
         self.trace.append((drafted, accepted))
+        self.seconds.append(seconds)
         self.passes += 1
         self.drafted += drafted
         self.accepted += accepted
@@ -80,4 +87,5 @@ class StatsRecorder:
         return GenerationStats(new_tokens=new_tokens, passes=self.passes, drafted=self.drafted,
                                accepted=self.accepted, accepted_per_position=tuple(self.per_position),
                                prefill_s=self.prefill_s, propose_s=self.propose_s, verify_s=self.verify_s,
-                               total_s=total_s, draft_trace=tuple(self.trace))
+                               total_s=total_s, draft_trace=tuple(self.trace),
+                               pass_seconds=tuple(self.seconds))

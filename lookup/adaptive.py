@@ -113,6 +113,13 @@ class AdaptiveConfig:
     # model re-wraps or re-indents) where it spans at least ``reflow_lead`` more words than the exact match
     reflow: bool = True
     reflow_lead: int = 2
+    # the cost curve's shape learned from the run's own passes at this rate per pass (``cost_model.OnlineCost``;
+    # 0: the calibrated shape as it is, only its scale followed). 0.1 by replay under another host's curve with
+    # 4 % noise on each pass (the loop's, measured): a stale shape's 8.0 % / 11.3 % loss (Gemma / SmolLM2, every
+    # suite) falls to 1.9 % / 1.4 % across requests and 6.0 % / 4.5 % within each; under the run's own curve it
+    # costs 0.2 % at most (``benchmarks.coarse_curve --shape-rates``; "The curve's shape, learned" in
+    # ``benchmarks/recorded/README.md``)
+    shape_rate: float = 0.1
 
     def __post_init__(self):
         check_max_draft(self.max_draft)
@@ -121,7 +128,7 @@ class AdaptiveConfig:
         check_positive_int(self.earliest_in_prompt, "earliest_in_prompt", minimum=0)
         check_positive_int(self.reflow_lead, "reflow_lead", minimum=0)
         for name in ("prior_strength", "forgetting", "copy_share", "copy_memory", "occurrence_memory",
-                     "occurrence_margin"):
+                     "occurrence_margin", "shape_rate"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
                 raise TypeError(f"{name} must be a number, got {type(value).__name__}")
@@ -132,6 +139,8 @@ class AdaptiveConfig:
         for name in ("forgetting", "copy_memory", "occurrence_memory"):
             if not 0 < getattr(self, name) <= 1:
                 raise ValueError(f"{name} must be in (0, 1], got {getattr(self, name)}")
+        if not 0 <= self.shape_rate < 1:
+            raise ValueError(f"shape_rate must be in [0, 1), got {self.shape_rate}")
         if not self.occurrence_margin >= 0:
             raise ValueError(f"occurrence_margin must be >= 0, got {self.occurrence_margin}")
         for name in ("periodic", "reflow"):
@@ -184,7 +193,7 @@ class AdaptiveProposer:
                              f"got {excluded!r}")
         self.excluded = tuple(sorted({int(k) for k in excluded}))
         curve = CPU_SMALL_MODEL if cost is None else cost
-        self.cost = curve if isinstance(curve, OnlineCost) else OnlineCost(curve)
+        self.cost = curve if isinstance(curve, OnlineCost) else OnlineCost(curve, shape_rate=self.config.shape_rate)
         self.vocab_size = vocab_size
         if corpus is not None and not isinstance(corpus, ReferenceCorpus):
             raise TypeError(f"corpus must be a ReferenceCorpus or None, got {type(corpus).__name__}")

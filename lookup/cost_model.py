@@ -2,7 +2,9 @@
 
 ``CostCurve`` holds a calibration (measured for the actual model, dtype, device and thread count by
 ``draftless.integration.calibration``); ``OnlineCost`` scales it by what the run's own passes take, so a
-machine that gets busier or quieter mid-run moves the whole curve.
+machine that gets busier or quieter mid-run moves the whole curve, and learns its shape from them, so a curve
+measured on another host of the same processor, or while the machine was in another state, comes to draft as
+the machine now runs.
 """
 
 from dataclasses import dataclass
@@ -51,17 +53,40 @@ class CostCurve:
 FLAT = CostCurve((0, 64), (1.0, 1.0))  # an accelerator far from saturation: drafting is free
 
 
-class OnlineCost:
-    """``c(k) = scale * curve.at(k)``, with ``scale`` an exponential moving average of observed/predicted."""
+# a knot's learned multiplier stays within this factor of the calibration either way: one pass stalled by another
+# process (a swap, a page fault storm) moves a knot by the learning rate's share of its log-residual only, and
+# a run of them can bend the curve by no more than this
+SHAPE_BOUND = 3.0
 
-    def __init__(self, curve, weight=0.2):
+
+class OnlineCost:
+    """``c(k) = scale * curve.at(k) * shape(k)``: ``scale`` an exponential moving average of observed/predicted,
+    which changes no draft length (a common factor leaves the best k as it is), and ``shape(k)`` a multiplier
+    learned at each knot of the curve at ``shape_rate`` (0: none), interpolated between knots, which does. A
+    pass's log-residual against the prediction moves the two knots around its length, each by its
+    interpolation weight (the knot at k = 0 stays pinned: plain steps are what the scale tracks), so a curve
+    measured quickly, or while the machine was in another state, takes the shape of the run's own passes.
+    """
+
+    def __init__(self, curve, weight=0.2, shape_rate=0.0):
         if not isinstance(curve, CostCurve):
             raise TypeError(f"curve must be a CostCurve, got {type(curve).__name__}")
         if not 0 < weight <= 1:
             raise ValueError(f"weight must be in (0, 1], got {weight}")
+        if isinstance(shape_rate, bool) or not isinstance(shape_rate, (int, float, np.integer, np.floating)):
+            raise TypeError(f"shape_rate must be a number, got {type(shape_rate).__name__}")
+        if not 0 <= shape_rate < 1:
+            raise ValueError(f"shape_rate must be in [0, 1), got {shape_rate}")
         self.curve = curve
         self.weight = weight
+        self.shape_rate = float(shape_rate)
         self.scale = 1.0
+        self.log_shape = np.zeros(len(curve.ks))  # per knot of ``curve``; [0] stays 0
+        self._ks = np.asarray(curve.ks, dtype=np.float64)
+
+    def shape(self, k):
+        """The learned multiplier at ``k`` (an int or an array), 1 where nothing was learned."""
+        return np.exp(np.interp(np.asarray(k, dtype=np.float64), self._ks, self.log_shape))
 
     def observe(self, k, seconds):
         """One pass over ``1 + k`` tokens took ``seconds`` (0, a clock too coarse to see it, is ignored)."""
@@ -70,9 +95,23 @@ class OnlineCost:
             raise TypeError(f"seconds must be a number, got {type(seconds).__name__}")
         if not (np.isfinite(seconds) and seconds >= 0):
             raise ValueError(f"seconds must be finite and >= 0, got {seconds}")
-        if seconds > 0:
-            ratio = seconds / self.curve.at(k)
-            self.scale += self.weight * (ratio - self.scale)
+        if seconds <= 0:
+            return
+        if self.shape_rate > 0 and k > 0:
+            residual = np.log(seconds / self.cost(k))
+            upper = min(int(np.searchsorted(self._ks, k)), len(self._ks) - 1)  # the knot at or above k
+            lower = max(upper - 1, 0)
+            span = self._ks[upper] - self._ks[lower]
+            w_upper = 1.0 if span == 0 or k >= self._ks[upper] else (k - self._ks[lower]) / span
+            for knot, w in ((lower, 1.0 - w_upper), (upper, w_upper)):
+                if knot > 0 and w > 0:
+                    self.log_shape[knot] += self.shape_rate * w * residual
+            np.clip(self.log_shape, -np.log(SHAPE_BOUND), np.log(SHAPE_BOUND), out=self.log_shape)
+        ratio = seconds / (self.curve.at(k) * float(self.shape(k)))
+        self.scale += self.weight * (ratio - self.scale)
 
     def cost(self, k):
-        return self.scale * self.curve.at(k)
+        if self.shape_rate == 0:
+            return self.scale * self.curve.at(k)
+        shaped = np.asarray(self.curve.at(k)) * self.shape(k)
+        return self.scale * (float(shaped) if np.ndim(shaped) == 0 else shaped)

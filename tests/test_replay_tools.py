@@ -82,15 +82,24 @@ def test_coarse_curve_prices_a_shorter_calibration(tmp_path):
     path.write_text(json.dumps(run))
     priced = coarse_main([str(path), "--noise", "0,0.1", "--seeds", "2", "--json", str(tmp_path / "c.json")])
     # the subsets naming a length this curve lacks (2-4, 31, 32) are left out; noise 0 is one draw, the rest two
-    assert set(priced) == {(name, s) for name in ("every calibrated length", "three: 0, 15, 63", "two: 0, 63")
+    assert set(priced) == {(name, s, 0.0) for name in ("every calibrated length", "three: 0, 15, 63", "two: 0, 63")
                            for s in (0.0, 0.1)}
-    assert all(len(d) == (1 if s == 0 else 2) for (_, s), by in priced.items() for d in by.values())
+    assert all(len(d) == (1 if s == 0 else 2) for (_, s, _), by in priced.items() for d in by.values())
     # every calibrated length without noise is the policy that replay calls draftless, under the run's curve
     replayed = {(r["config"], r["suite"]): r["est_speedup"] for r in replay_main([str(path)])}
-    assert priced[("every calibrated length", 0.0)]["code_edit"] == [replayed[("draftless", "code_edit")]] > [1.0]
-    assert priced[("two: 0, 63", 0.0)]["qa"] == [1.0]  # nothing repeats: plain steps under any curve
+    assert priced[("every calibrated length", 0.0, 0.0)]["code_edit"] == [replayed[("draftless", "code_edit")]] > [1.0]
+    assert priced[("two: 0, 63", 0.0, 0.0)]["qa"] == [1.0]  # nothing repeats: plain steps under any curve
     assert json.loads((tmp_path / "c.json").read_text())["rows"]
-    for bad in (["--noise", "0.1"], ["--noise", "x"], ["--seeds", "0"]):
+    # another run's curve (a stale shape) and a policy learning the shape from noisy passes: one draw per seed
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({**run, "cost_curve": {"ks": [0, 64], "seconds": [1.0, 1.1]}}))
+    priced = coarse_main([str(path), "--noise", "0", "--seeds", "3", "--shape-rates", "0,0.1", "--curve-from",
+                          str(other), "--subsets", "every,two"])
+    assert {name for name, _, _ in priced} == {"every calibrated length", "two: 0, 63", "another run's curve"}
+    assert [len(d) for d in priced[("another run's curve", 0.0, 0.1)].values()] == [3, 3, 3]
+    assert [len(d) for d in priced[("another run's curve", 0.0, 0.0)].values()] == [1, 1, 1]
+    for bad in (["--noise", "0.1"], ["--noise", "x"], ["--seeds", "0"], ["--shape-rates", "1"],
+                ["--pass-noise", "-1"], ["--subsets", "two"], ["--subsets", "every,ten"]):
         with pytest.raises(SystemExit):
             coarse_main([str(path)] + bad)
 
@@ -136,7 +145,8 @@ def _recorded_runs():
 def test_replay_reproduces_the_draft_lengths_measured_with_the_model(name):
     """Replay is exact: fed a recorded run's outputs, the policy that ran (its config and calibrated cost curve)
     chooses the same draft lengths and gets the same acceptances as it did in the verification loop. (The
-    loop's online cost scale multiplies the whole curve, so it never changes the best k.) Where an output
+    loop's online cost scale multiplies the whole curve, so it never changes the best k; a learned shape does,
+    so the run's recorded pass times are told to the policy as the loop told them.) Where an output
     stopped at EOS, runs recorded before 9bb5fc5 counted draft tokens accepted past the EOS, which the record
     does not hold: that pass is compared by its draft length only."""
     from benchmarks.replay import recorded_config, replay_one, run_text_classes
@@ -146,6 +156,8 @@ def test_replay_reproduces_the_draft_lengths_measured_with_the_model(name):
     config = recorded_config(data)
     cost = CostCurve(tuple(data["cost_curve"]["ks"]), tuple(data["cost_curve"]["seconds"]))
     traces = {(r["suite"], r["prompt_id"]): r["draft_trace"] for r in data["runs"] if r["method"] == "draftless"}
+    # a policy that learns its curve's shape is told each pass's recorded seconds, as the loop told it
+    seconds = {(r["suite"], r["prompt_id"]): r.get("pass_seconds") for r in data["runs"] if r["method"] == "draftless"}
     assert len(traces) == len(data["outputs"]) > 0
     # a run whose output is not vanilla's followed another stream, which the record does not hold (the GPU run,
     # where some pass lengths gave wrong logits: see integration/pass_check.py)
@@ -156,7 +168,10 @@ def test_replay_reproduces_the_draft_lengths_measured_with_the_model(name):
             continue
         proposer = AdaptiveProposer(config, cost=cost, excluded=tuple(data.get("inexact_drafts", ())),
                                     text_classes=run_text_classes(data) if config.reflow else None)
-        passes, accepted, drafted, _ = replay_one(proposer, out["tokens"], out["prompt_len"], data["max_new_tokens"])
+        key = (out["suite"], out["prompt_id"])
+        assert config.shape_rate == 0 or seconds[key] is not None, "a shape-learning run must record pass_seconds"
+        passes, accepted, drafted, _ = replay_one(proposer, out["tokens"], out["prompt_len"], data["max_new_tokens"],
+                                                  seconds[key])
         measured = traces[(out["suite"], out["prompt_id"])]
         replayed = [list(p) for p in zip(drafted, accepted)]
         if len(out["tokens"]) - out["prompt_len"] < data["max_new_tokens"]:  # stopped at EOS

@@ -1,0 +1,101 @@
+"""The cost model's learned shape (``OnlineCost`` at ``shape_rate`` > 0): it takes the shape of the passes it is
+told, moves only the knots around each pass's length, keeps k = 0 pinned to the scale and stays bounded; at rate
+0 nothing but the scale moves, which changes no draft length."""
+
+import numpy as np
+import pytest
+
+from draftless.lookup import AdaptiveConfig, AdaptiveProposer
+from draftless.lookup.adaptive import best_draft_length
+from draftless.lookup.cost_model import SHAPE_BOUND, CostCurve, OnlineCost
+
+CURVE = CostCurve((0, 8, 16, 32, 64), (1.0, 1.5, 2.0, 3.0, 5.0))
+
+
+def true_cost(k):  # the machine's passes: 16 and up half as dear again as the calibration says
+    return CURVE.at(k) * (1.5 if k >= 16 else 1.0)
+
+
+def test_the_shape_of_the_passes_is_learned_and_k0_stays_pinned():
+    cost = OnlineCost(CURVE, shape_rate=0.1)
+    for _ in range(300):
+        for k in (0, 16, 32, 64):
+            cost.observe(k, 2.0 * true_cost(k))  # a machine twice as slow, too
+    for k in (16, 32, 64):
+        assert cost.cost(k) / cost.cost(0) == pytest.approx(true_cost(k), rel=0.03)
+    assert cost.log_shape[0] == 0.0 and cost.cost(0) == pytest.approx(2.0, rel=0.03)
+    assert np.allclose(cost.cost(np.array([0, 16])), [cost.cost(0), cost.cost(16)])  # arrays as ints
+
+
+def test_a_pass_between_knots_moves_the_two_around_it_by_their_weights():
+    cost = OnlineCost(CURVE, shape_rate=0.1)
+    cost.observe(12, 2 * CURVE.at(12))  # half way from 8 to 16
+    moved = cost.log_shape.copy()
+    assert moved[1] > 0 and moved[2] > 0 and moved[1] == pytest.approx(moved[2])  # 12 is half way
+    assert moved[0] == moved[3] == moved[4] == 0.0
+    cost = OnlineCost(CURVE, shape_rate=0.1)
+    cost.observe(10, 2 * CURVE.at(10))
+    assert cost.log_shape[1] == pytest.approx(3 * cost.log_shape[2])  # 10: three quarters to 8
+    cost.observe(100, 2 * CURVE.at(100))  # past the last knot: the last knot learns it
+    assert cost.log_shape[4] > 0
+
+
+def test_an_outlier_moves_a_knot_a_little_and_a_run_of_them_no_further_than_the_bound():
+    cost = OnlineCost(CURVE, shape_rate=0.1)
+    cost.observe(32, 1000 * CURVE.at(32))
+    assert 0 < cost.log_shape[3] <= np.log(SHAPE_BOUND)
+    for _ in range(1000):
+        cost.observe(32, 1000 * CURVE.at(32))
+        cost.observe(64, 1e-6)
+    assert cost.shape(32) == pytest.approx(SHAPE_BOUND) and cost.shape(64) == pytest.approx(1 / SHAPE_BOUND)
+
+
+def test_at_rate_zero_only_the_scale_moves_and_no_draft_length_changes():
+    cost = OnlineCost(CURVE)
+    expected = np.array([0.0] + [min(k, 20) * 0.9 for k in range(1, 65)])
+    before = best_draft_length(expected, cost.cost)
+    for _ in range(50):
+        cost.observe(64, 3 * true_cost(64))
+    assert not cost.log_shape.any() and cost.scale > 2
+    assert best_draft_length(expected, cost.cost) == before
+
+
+def test_a_learned_shape_changes_the_drafts_the_policy_chooses():
+    """Drafts judged all-accepted up to 20 tokens: under the calibration 16+ tokens are worth it; once the passes
+    say long passes cost three times the calibration, shorter drafts win."""
+    expected = np.array([0.0] + [min(k, 20) * 0.95 for k in range(1, 65)])
+    cost = OnlineCost(CURVE, shape_rate=0.2)
+    before = best_draft_length(expected, cost.cost)
+    for _ in range(200):
+        for k in (0, 8, 16, 32):
+            cost.observe(k, CURVE.at(k) * (3.0 if k >= 16 else 1.0))
+    assert before >= 16 and best_draft_length(expected, cost.cost) < 16
+
+
+def test_shape_rate_is_checked_and_reaches_the_cost_model():
+    assert AdaptiveProposer(AdaptiveConfig(shape_rate=0.2), cost=CURVE).cost.shape_rate == 0.2
+    given = OnlineCost(CURVE, shape_rate=0.3)
+    assert AdaptiveProposer(AdaptiveConfig(shape_rate=0.2), cost=given).cost is given  # the caller's own
+    for bad, error in ((1.0, ValueError), (-0.1, ValueError), ("0.1", TypeError), (True, TypeError),
+                       (float("nan"), ValueError)):
+        with pytest.raises(error, match="shape_rate"):
+            AdaptiveConfig(shape_rate=bad)
+        with pytest.raises(error, match="shape_rate"):
+            OnlineCost(CURVE, shape_rate=bad)
+
+
+def test_the_loop_tells_each_pass_and_records_it_for_replay():
+    import torch
+
+    from draftless.integration import SpeculativeGenerator
+    from tiny_models import repetitive_prompt, tiny_model
+
+    model = tiny_model("llama")
+    ids = repetitive_prompt(30)
+    proposer = AdaptiveProposer(cost=CostCurve((0, 8, 64), (1.0, 1.0, 1.0)))  # flat: far from a CPU's shape
+    gen = SpeculativeGenerator(model, proposer=proposer)
+    out = gen.generate(ids, max_new_tokens=40, eos_token_id=None)
+    assert torch.equal(out, model.generate(ids, do_sample=False, max_new_tokens=40, eos_token_id=None))
+    stats = gen.last_stats
+    assert len(stats.pass_seconds) == stats.passes and min(stats.pass_seconds) > 0
+    assert proposer.cost.log_shape.any()  # the default rate learned from the passes the loop told it
