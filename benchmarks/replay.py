@@ -182,10 +182,11 @@ def replay_one(proposer, tokens, prompt_len, max_new_tokens=None, pass_seconds=N
         drafted.append(int(draft.size))
         new = tokens[pos: pos + n + 1]
         pos += new.size
-        if callable(pass_seconds):
-            proposer.record_pass(int(draft.size), float(pass_seconds(draft.size)))
-        elif pass_seconds is not None and len(accepted) <= len(pass_seconds):  # past them: the replay diverged
-            proposer.record_pass(int(draft.size), float(pass_seconds[len(accepted) - 1]))
+        record = getattr(proposer, "record_pass", None)  # the peers' rules learn nothing from time
+        if record is not None and callable(pass_seconds):
+            record(int(draft.size), float(pass_seconds(draft.size)))
+        elif record is not None and pass_seconds is not None and len(accepted) <= len(pass_seconds):
+            record(int(draft.size), float(pass_seconds[len(accepted) - 1]))  # past them: the replay diverged
         t0 = time.perf_counter()
         proposer.update(new)
         spent += time.perf_counter() - t0

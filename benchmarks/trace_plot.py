@@ -7,8 +7,9 @@ Runs the library's default ``generate`` on one benchmark prompt and plots, again
 generated so far, the draft length k the policy chose for each verification pass and how many of those
 tokens the model accepted. Greedy output is checked against ``model.generate``. The policy's choices depend on
 the shape of the cost curve only (a uniform slowdown scales every c(k) alike), so ``--cost-from`` a benchmark
-run's JSON replays that run's calibrated curve and the plot shows what the benchmark's policy would choose,
-whatever else the machine is doing.
+run's JSON replays that run's calibrated curve, its shape held as it is (``shape_rate`` 0: learning it
+from this machine's passes would tie the plot to this machine), and the plot shows what the benchmark's
+policy would choose, whatever else the machine is doing.
 """
 
 import argparse
@@ -34,7 +35,7 @@ def trace(model_name, suite, prompt_id, max_new_tokens, cost=None):
         raise ValueError(f"no prompt {prompt_id!r} in suite {suite!r}")
     task = tasks[0]
     inputs = _encode(tokenizer, render(task, tokenizer))
-    proposer = None if cost is None else AdaptiveProposer(AdaptiveConfig(), cost=cost)
+    proposer = None if cost is None else AdaptiveProposer(AdaptiveConfig(shape_rate=0.0), cost=cost)
     gen = SpeculativeGenerator(model, tokenizer, proposer=proposer)
     t0 = time.perf_counter()
     out = gen.generate(**inputs, max_new_tokens=max_new_tokens)

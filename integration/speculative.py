@@ -204,8 +204,9 @@ class SpeculativeGenerator:
 
     def _check_stale_curve(self):
         """Warn once when passes run much faster than the cached curve says: it was measured while the machine
-        was busy or slow, and its shape, which the online scale does not correct, may be off. (Slower passes
-        than calibrated say less: a longer context than the calibration's 256 positions costs more anyway.)"""
+        was busy or slow, and its shape, which the policy learns online only pass by pass (``shape_rate``), may be
+        off. (Slower passes than calibrated say less: a longer context than the calibration's 256 positions costs
+        more anyway.)"""
         scale = getattr(getattr(self.proposer, "cost", None), "scale", None)
         if self._warned_stale or scale is None or self.last_stats.passes < STALE_AFTER_PASSES or scale >= STALE_SCALE:
             return

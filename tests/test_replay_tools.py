@@ -23,6 +23,17 @@ def test_replay_on_a_recorded_run(tmp_path):
     # keeps the recorded tokens only, counted as the loop counts them
     passes, accepted, drafted, _ = replay_one(configurations()["suffix_fixed"](tokens), tokens[:11], len(prompt), 20)
     assert sum(accepted) + passes == 11 - len(prompt) - 1 and drafted[0] > accepted[0]
+    # pass times told back: to a policy that learns from them, in order (a list, or a function of the length);
+    # a rule that learns nothing from time, and passes past the recorded ones, are left alone
+    assert replay_one(configurations()["suffix_fixed"](tokens), tokens, len(prompt), pass_seconds=[1.0])[0] == 2
+    told = []
+    policy = configurations()["draftless"](tokens)
+    policy.record_pass = lambda k, seconds: told.append((k, seconds))
+    passes, _, drafted, _ = replay_one(policy, tokens, len(prompt), pass_seconds=[0.5] * 40)
+    assert told == [(k, 0.5) for k in drafted]
+    told.clear()
+    replay_one(policy, tokens, len(prompt), pass_seconds=lambda k: 1.0 + k)
+    assert told and all(s == 1.0 + k for k, s in told)
     run = {"outputs": [{"suite": "code_edit", "prompt_id": "p", "prompt_len": len(prompt), "tokens": tokens},
                        {"suite": "qa", "prompt_id": "q", "prompt_len": 3, "tokens": [1, 2, 3, 4, 5, 6]}]}
     path = tmp_path / "run.json"
