@@ -55,13 +55,14 @@ def price(data, full, noises=(0.0, 0.05, 0.1), seeds=5, shape_rates=(0.0,), pass
     for name, ks in curves + ([("another run's curve", stale)] if stale is not None else []):
         for sigma in noises if name != "another run's curve" else (0.0,):
             for rate in shape_rates:
-                config = dataclasses.replace(base, shape_rate=rate)
+                # learning as the library now learns (its first_level), at each rate
+                config = dataclasses.replace(base, shape_rate=rate, first_level=AdaptiveConfig().first_level)
                 draws = {}
                 for seed in range(seeds if sigma > 0 or (rate > 0 and pass_noise > 0) else 1):
                     rng = np.random.default_rng(seed)
                     curve = ks if isinstance(ks, CostCurve) else coarse_curve(full, ks, sigma, rng)
                     if across:  # given an OnlineCost, the proposer keeps it (and what it learned) as it is
-                        curve = OnlineCost(curve, shape_rate=rate)
+                        curve = OnlineCost(curve, shape_rate=rate, first_level=config.first_level)
                     make = {"draftless": lambda truth, curve=curve: AdaptiveProposer(
                         config, cost=curve, excluded=excluded, text_classes=classes)}
                     def tell(k, rng=rng):  # the pass's time as the loop would have measured it

@@ -116,10 +116,13 @@ class AdaptiveConfig:
     # the cost curve's shape learned from the run's own passes at this rate per pass (``cost_model.OnlineCost``;
     # 0: the calibrated shape as it is, only its scale followed). 0.1 by replay under another host's curve with
     # 4 % noise on each pass (the loop's, measured): a stale shape's 8.0 % / 11.3 % loss (Gemma / SmolLM2, every
-    # suite) falls to 1.9 % / 1.4 % across requests and 6.0 % / 4.5 % within each; under the run's own curve it
+    # suite) falls to 1.7 % / 1.4 % across requests and 6.1 % / 4.9 % within each; under the run's own curve it
     # costs 0.2 % at most (``benchmarks.coarse_curve --shape-rates``; "The curve's shape, learned" in
     # ``benchmarks/recorded/README.md``)
     shape_rate: float = 0.1
+    # the cost model's scale set by its first pass, not averaged up from 1 (``OnlineCost``): under a curve 0.68x or
+    # 1.5x the machine's, a learned shape then costs Gemma's code_edit 0.1 %, not 1.0-1.2 % (replayed)
+    first_level: bool = True
 
     def __post_init__(self):
         check_max_draft(self.max_draft)
@@ -143,7 +146,7 @@ class AdaptiveConfig:
             raise ValueError(f"shape_rate must be in [0, 1), got {self.shape_rate}")
         if not self.occurrence_margin >= 0:
             raise ValueError(f"occurrence_margin must be >= 0, got {self.occurrence_margin}")
-        for name in ("periodic", "reflow"):
+        for name in ("periodic", "reflow", "first_level"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise TypeError(f"{name} must be a bool, got {type(getattr(self, name)).__name__}")
             object.__setattr__(self, name, bool(getattr(self, name)))  # numpy's bool too, but stored as JSON's
@@ -193,7 +196,7 @@ class AdaptiveProposer:
                              f"got {excluded!r}")
         self.excluded = tuple(sorted({int(k) for k in excluded}))
         curve = CPU_SMALL_MODEL if cost is None else cost
-        self.cost = curve if isinstance(curve, OnlineCost) else OnlineCost(curve, shape_rate=self.config.shape_rate)
+        self.cost = curve if isinstance(curve, OnlineCost) else OnlineCost(curve, shape_rate=self.config.shape_rate, first_level=self.config.first_level)
         self.vocab_size = vocab_size
         if corpus is not None and not isinstance(corpus, ReferenceCorpus):
             raise TypeError(f"corpus must be a ReferenceCorpus or None, got {type(corpus).__name__}")

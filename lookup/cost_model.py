@@ -66,9 +66,15 @@ class OnlineCost:
     pass's log-residual against the prediction moves the two knots around its length, each by its
     interpolation weight (the knot at k = 0 stays pinned: plain steps are what the scale tracks), so a curve
     measured quickly, or while the machine was in another state, takes the shape of the run's own passes.
+
+    With ``first_level`` the first pass sets the scale outright, and the average takes over from the second: a
+    curve measured on a faster or slower host is then off in level for one pass only, not for the several the
+    average needs, during which the knots of the lengths drafted would take up part of the level as shape (and
+    keep it until plain steps came to pin it). Under a curve off by a factor alone, the learned shape then drafts
+    as under the right one.
     """
 
-    def __init__(self, curve, weight=0.2, shape_rate=0.0):
+    def __init__(self, curve, weight=0.2, shape_rate=0.0, first_level=True):
         if not isinstance(curve, CostCurve):
             raise TypeError(f"curve must be a CostCurve, got {type(curve).__name__}")
         if not 0 < weight <= 1:
@@ -81,6 +87,8 @@ class OnlineCost:
         self.weight = weight
         self.shape_rate = float(shape_rate)
         self.scale = 1.0
+        self.first_level = bool(first_level)
+        self.observed = 0  # passes observed (those with a time)
         self.log_shape = np.zeros(len(curve.ks))  # per knot of ``curve``; [0] stays 0
         self._ks = np.asarray(curve.ks, dtype=np.float64)
 
@@ -96,6 +104,10 @@ class OnlineCost:
         if not (np.isfinite(seconds) and seconds >= 0):
             raise ValueError(f"seconds must be finite and >= 0, got {seconds}")
         if seconds <= 0:
+            return
+        self.observed += 1
+        if self.first_level and self.observed == 1:  # the level from the first pass, the shape from none yet
+            self.scale = seconds / (self.curve.at(k) * float(self.shape(k)))
             return
         if self.shape_rate > 0 and k > 0:
             residual = np.log(seconds / self.cost(k))

@@ -31,9 +31,10 @@ def test_a_sampled_run_checks_the_loops_methods_against_its_plain_steps(tiny_dir
     assert rows[("all", "draftless")]["fraction_of_oracle"] is not None
     table = report.markdown(result["summary"], "m")
     assert "same seed, same text" in table and "n/a (sampled)" in table
-    # the outputs are the loop's text: the recorded draft trace replays pass for pass
+    # the outputs are the loop's text: the recorded draft trace replays pass for pass, told the recorded pass times
     data = json.loads(out.read_text())
     for rec, run in zip(data["outputs"], [r for r in data["runs"] if r["method"] == "draftless"]):
         proposer = AdaptiveProposer(recorded_config(data), cost=recorded_cost(data))
-        passes, accepted, drafted, _ = replay_one(proposer, rec["tokens"], rec["prompt_len"], data["max_new_tokens"])
+        passes, accepted, drafted, _ = replay_one(proposer, rec["tokens"], rec["prompt_len"], data["max_new_tokens"],
+                                                  run["pass_seconds"])
         assert [list(p) for p in zip(drafted, accepted)] == run["draft_trace"]

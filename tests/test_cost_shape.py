@@ -28,12 +28,13 @@ def test_the_shape_of_the_passes_is_learned_and_k0_stays_pinned():
 
 
 def test_a_pass_between_knots_moves_the_two_around_it_by_their_weights():
-    cost = OnlineCost(CURVE, shape_rate=0.1)
+    # first_level off: the first pass moves the knots too (with it on, the first pass sets the level only)
+    cost = OnlineCost(CURVE, shape_rate=0.1, first_level=False)
     cost.observe(12, 2 * CURVE.at(12))  # half way from 8 to 16
     moved = cost.log_shape.copy()
     assert moved[1] > 0 and moved[2] > 0 and moved[1] == pytest.approx(moved[2])  # 12 is half way
     assert moved[0] == moved[3] == moved[4] == 0.0
-    cost = OnlineCost(CURVE, shape_rate=0.1)
+    cost = OnlineCost(CURVE, shape_rate=0.1, first_level=False)
     cost.observe(10, 2 * CURVE.at(10))
     assert cost.log_shape[1] == pytest.approx(3 * cost.log_shape[2])  # 10: three quarters to 8
     cost.observe(100, 2 * CURVE.at(100))  # past the last knot: the last knot learns it
@@ -41,7 +42,7 @@ def test_a_pass_between_knots_moves_the_two_around_it_by_their_weights():
 
 
 def test_an_outlier_moves_a_knot_a_little_and_a_run_of_them_no_further_than_the_bound():
-    cost = OnlineCost(CURVE, shape_rate=0.1)
+    cost = OnlineCost(CURVE, shape_rate=0.1, first_level=False)
     cost.observe(32, 1000 * CURVE.at(32))
     assert 0 < cost.log_shape[3] <= np.log(SHAPE_BOUND)
     for _ in range(1000):
@@ -99,3 +100,20 @@ def test_the_loop_tells_each_pass_and_records_it_for_replay():
     stats = gen.last_stats
     assert len(stats.pass_seconds) == stats.passes and min(stats.pass_seconds) > 0
     assert proposer.cost.log_shape.any()  # the default rate learned from the passes the loop told it
+
+
+def test_the_first_pass_sets_the_level_so_a_curve_off_by_a_factor_learns_no_shape():
+    for factor in (0.5, 2.0):
+        cost = OnlineCost(CURVE, shape_rate=0.1)
+        for _ in range(30):
+            for k in (8, 32):  # no plain steps to pin the level
+                cost.observe(k, factor * CURVE.at(k))
+        assert cost.scale == pytest.approx(factor) and np.allclose(cost.log_shape, 0.0)
+        averaged = OnlineCost(CURVE, shape_rate=0.1, first_level=False)
+        for _ in range(30):
+            for k in (8, 32):
+                averaged.observe(k, factor * CURVE.at(k))
+        assert abs(averaged.log_shape[1]) > 0.05  # averaged up from 1, the knots took part of the level
+    assert AdaptiveProposer(AdaptiveConfig(first_level=False), cost=CURVE).cost.first_level is False
+    with pytest.raises(TypeError, match="first_level"):
+        AdaptiveConfig(first_level="yes")
