@@ -14,29 +14,16 @@ Nothing is read from or written to the calibration cache but the linear layers' 
 """
 
 import argparse
-import functools
 import sys
 import time
 
 import numpy as np
 import torch
 
-from draftless.integration import calibration, kv_cache, linear_plan, load_model
+from draftless.integration import calibration, linear_plan, load_model
 from draftless.integration.attention import grouped_query_sdpa
 
 PLAN_KS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 15, 16, 31, 63)
-
-
-def _passes(model, ks, context=256):
-    """Zero-argument callables timing one pass at each of ``ks`` after a ``context``-token prefill."""
-    vocab = model.config.get_text_config().vocab_size
-    g = torch.Generator().manual_seed(0)
-    cache = kv_cache.new_cache(model, context + max(ks) + 1)
-    model(input_ids=torch.randint(0, vocab, (1, context), generator=g), cache=cache, use_cache=True,
-          logits_to_keep=1)
-    kv_cache.start_recording(cache)
-    return [functools.partial(calibration.time_pass, model, cache, torch.randint(0, vocab, (1, k + 1), generator=g),
-                              context) for k in ks]
 
 
 def plans_over(model, nbytes, repeats=3):
@@ -55,7 +42,7 @@ def compare_plans(model, probe_mib, rounds=5):
     """Passes under plans timed over a ``probe_mib`` MiB probe and over every layer, best of ``rounds``."""
     probe, probe_s = plans_over(model, probe_mib << 20)
     every, every_s = plans_over(model, None)
-    passes = _passes(model, PLAN_KS)
+    passes = calibration.pass_timers(model, PLAN_KS)
     best = {}
     for round_ in range(rounds + 1):  # the first round warms every length up under both plans
         for name, plans in (("every layer", every), ("probe", probe)):
@@ -80,7 +67,7 @@ def compare_curves(model, rounds):
     quick = calibration.measure_cost_curve(model, repeats=rounds)
     quick_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    passes = _passes(model, calibration.DEFAULT_KS)
+    passes = calibration.pass_timers(model, calibration.DEFAULT_KS)
     with linear_plan.planned_linears(model, calibration.cached_linear_plans(model)), grouped_query_sdpa(model):
         full = linear_plan.fastest_of_rounds(passes, 5)  # every length warmed up, best of five
     full_s = time.perf_counter() - t0

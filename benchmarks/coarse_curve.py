@@ -106,7 +106,8 @@ def main(argv=None):
     parser.add_argument("--across-requests", action="store_true",
                         help="one cost model for all the run's requests in order, learning across them")
     parser.add_argument("--curve-from", type=Path,
-                        help="also draft under this other run's curve (a stale shape), every pass charged at this run's")
+                        help="also draft under this other run's curve (a stale shape), every pass charged at "
+                             "this run's")
     args, data, full = parse_run_arguments(parser, argv)
     try:
         noises = tuple(float(x) for x in args.noise.split(","))

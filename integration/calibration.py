@@ -127,16 +127,9 @@ def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=2, progress=No
     if not ks or ks[0] != 0:
         raise ValueError(f"ks must start at 0, got {ks}")
     repeats = check_positive_int(repeats, "repeats")
-    vocab = model.config.get_text_config().vocab_size
-    g = torch.Generator().manual_seed(0)
-    prompt = torch.randint(0, vocab, (1, context), generator=g).to(model.device)
-    cache = kv_cache.new_cache(model, context + max(ks) + 1)
-    model(input_ids=prompt, cache=cache, use_cache=True, logits_to_keep=1)
-    kv_cache.start_recording(cache)
-    inputs = [torch.randint(0, vocab, (1, k + 1), generator=g).to(model.device) for k in ks]
-    passes = [functools.partial(time_pass, model, cache, ids, context) for ids in inputs]
+    passes = pass_timers(model, ks, context)
     ends = list(dict.fromkeys((passes[-1], passes[0])))  # the longest first: it allocates the largest buffers
-    tick = step_counter(progress, len(ends) + len(inputs) * repeats)
+    tick = step_counter(progress, len(ends) + len(passes) * repeats)
     with planned_linears(model, cached_linear_plans(model)), grouped_query_sdpa(model):  # as the loop runs
         for warm in ends:
             warm()
@@ -144,6 +137,20 @@ def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=2, progress=No
                 tick()
         best = fastest_of_rounds(passes, repeats, tick, warm_up=False)
     return CostCurve(tuple(ks), tuple(best))
+
+
+@torch.no_grad()
+def pass_timers(model, ks, context=256):
+    """Zero-argument callables, one per draft length in ``ks``, each timing one pass over ``1 + k`` random tokens
+    after the same ``context`` random tokens prefilled (``time_pass``; the cache rolled back after each)."""
+    vocab = model.config.get_text_config().vocab_size
+    g = torch.Generator().manual_seed(0)
+    prompt = torch.randint(0, vocab, (1, context), generator=g).to(model.device)
+    cache = kv_cache.new_cache(model, context + max(ks) + 1)
+    model(input_ids=prompt, cache=cache, use_cache=True, logits_to_keep=1)
+    kv_cache.start_recording(cache)
+    inputs = [torch.randint(0, vocab, (1, k + 1), generator=g).to(model.device) for k in ks]
+    return [functools.partial(time_pass, model, cache, ids, context) for ids in inputs]
 
 
 def time_pass(model, cache, ids, context):

@@ -52,7 +52,7 @@ def probe_weights(modules, nbytes):
     nbytes = check_positive_int(nbytes, "nbytes")
     size = weight.numel() * weight.element_size()
     if size > nbytes:
-        rows = max(1, -(-nbytes // (weight.shape[1] * weight.element_size())))
+        rows = -(-nbytes // (weight.shape[1] * weight.element_size()))  # at least 1: nbytes >= 1
         bias = modules[0].bias
         return [(weight[:rows], None if bias is None else bias[:rows])]
     count = min(len(modules), -(-nbytes // size))

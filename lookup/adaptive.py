@@ -196,7 +196,9 @@ class AdaptiveProposer:
                              f"got {excluded!r}")
         self.excluded = tuple(sorted({int(k) for k in excluded}))
         curve = CPU_SMALL_MODEL if cost is None else cost
-        self.cost = curve if isinstance(curve, OnlineCost) else OnlineCost(curve, shape_rate=self.config.shape_rate, first_level=self.config.first_level)
+        if not isinstance(curve, OnlineCost):
+            curve = OnlineCost(curve, shape_rate=self.config.shape_rate, first_level=self.config.first_level)
+        self.cost = curve
         self.vocab_size = vocab_size
         if corpus is not None and not isinstance(corpus, ReferenceCorpus):
             raise TypeError(f"corpus must be a ReferenceCorpus or None, got {type(corpus).__name__}")

@@ -107,7 +107,7 @@ class OnlineCost:
             return
         self.observed += 1
         if self.first_level and self.observed == 1:  # the level from the first pass, the shape from none yet
-            self.scale = seconds / (self.curve.at(k) * float(self.shape(k)))
+            self.scale = seconds / self._shaped(k)
             return
         if self.shape_rate > 0 and k > 0:
             residual = np.log(seconds / self.cost(k))
@@ -119,11 +119,11 @@ class OnlineCost:
                 if knot > 0 and w > 0:
                     self.log_shape[knot] += self.shape_rate * w * residual
             np.clip(self.log_shape, -np.log(SHAPE_BOUND), np.log(SHAPE_BOUND), out=self.log_shape)
-        ratio = seconds / (self.curve.at(k) * float(self.shape(k)))
-        self.scale += self.weight * (ratio - self.scale)
+        self.scale += self.weight * (seconds / self._shaped(k) - self.scale)
+
+    def _shaped(self, k):
+        """The curve times the learned shape at ``k`` (an int or an array): the cost before the scale."""
+        return self.curve.at(k) * self.shape(k)
 
     def cost(self, k):
-        if self.shape_rate == 0:
-            return self.scale * self.curve.at(k)
-        shaped = np.asarray(self.curve.at(k)) * self.shape(k)
-        return self.scale * (float(shaped) if np.ndim(shaped) == 0 else shaped)
+        return self.scale * self._shaped(k)
