@@ -41,22 +41,25 @@ def coarse_curve(full, ks, sigma, rng):
 
 
 def price(data, full, noises=(0.0, 0.05, 0.1), seeds=5, shape_rates=(0.0,), pass_noise=0.15, stale=None,
-          subsets=tuple(SUBSETS), across=False):
+          subsets=tuple(SUBSETS), across=False, levels=(), first_level=True):
     """``{(curve name, sigma, shape rate): {suite: [modelled speedup of each draw]}}``: the policy the run used
     drafting under each coarse curve (and ``stale``, another run's curve, if given), learning the curve's shape at
     each of ``shape_rates`` from passes told to take ``full``'s time under log-normal ``pass_noise``, every pass
     charged at ``full``. ``across``: one cost model for all the run's requests, in order, as a
-    ``SpeculativeGenerator`` that keeps its proposer has (by default each request starts from the curve)."""
+    ``SpeculativeGenerator`` that keeps its proposer has (by default each request starts from the curve).
+    ``levels``: also draft under the run's curve divided by each (a cached curve off by that factor alone);
+    ``first_level``: the learning's (``OnlineCost``), the library's default by default."""
     base = recorded_config(data) if "draftless_config" in data else AdaptiveConfig()  # older runs: the default
     excluded = tuple(data.get("inexact_drafts", ()))
     classes = run_text_classes(data)
     curves = [(name, SUBSETS[name]) for name in subsets if SUBSETS[name] is None or set(SUBSETS[name]) <= set(full.ks)]
     out = {}
-    for name, ks in curves + ([("another run's curve", stale)] if stale is not None else []):
-        for sigma in noises if name != "another run's curve" else (0.0,):
+    fixed = [(f"the run's curve / {level:g}", CostCurve(full.ks, tuple(s / level for s in full.seconds)))
+             for level in levels] + ([("another run's curve", stale)] if stale is not None else [])
+    for name, ks in curves + fixed:
+        for sigma in noises if not isinstance(ks, CostCurve) else (0.0,):
             for rate in shape_rates:
-                # learning as the library now learns (its first_level), at each rate
-                config = dataclasses.replace(base, shape_rate=rate, first_level=AdaptiveConfig().first_level)
+                config = dataclasses.replace(base, shape_rate=rate, first_level=first_level)
                 draws = {}
                 for seed in range(seeds if sigma > 0 or (rate > 0 and pass_noise > 0) else 1):
                     rng = np.random.default_rng(seed)
@@ -105,6 +108,10 @@ def main(argv=None):
                         help=f"comma-separated curves to draft under, of {', '.join(SHORT_NAMES)}")
     parser.add_argument("--across-requests", action="store_true",
                         help="one cost model for all the run's requests in order, learning across them")
+    parser.add_argument("--levels", default="",
+                        help="comma-separated factors: also draft under the run's curve divided by each")
+    parser.add_argument("--averaged-level", action="store_true",
+                        help="learn with the scale averaged up from 1, not set by the first pass (first_level off)")
     parser.add_argument("--curve-from", type=Path,
                         help="also draft under this other run's curve (a stale shape), every pass charged at "
                              "this run's")
@@ -121,6 +128,12 @@ def main(argv=None):
         rates = tuple(float(x) for x in args.shape_rates.split(","))
     except ValueError:
         parser.error(f"--shape-rates must be comma-separated numbers, got {args.shape_rates!r}")
+    try:
+        levels = tuple(float(x) for x in args.levels.split(",") if x.strip())
+    except ValueError:
+        parser.error(f"--levels must be comma-separated numbers, got {args.levels!r}")
+    if any(not 0 < lv < float("inf") for lv in levels):
+        parser.error(f"--levels must be positive and finite, got {args.levels!r}")
     if not rates or any(not 0 <= r < 1 for r in rates) or not 0 <= args.pass_noise < 1:
         parser.error("--shape-rates and --pass-noise must hold values in [0, 1)")
     subsets = [x.strip() for x in args.subsets.split(",") if x.strip()]
@@ -128,7 +141,7 @@ def main(argv=None):
         parser.error(f"--subsets must name 'every' and others of {', '.join(SHORT_NAMES)}, got {args.subsets!r}")
     stale = None if args.curve_from is None else recorded_cost(json.loads(args.curve_from.read_text()))
     priced = price(data, full, noises, args.seeds, rates, args.pass_noise, stale, [SHORT_NAMES[x] for x in subsets],
-                   args.across_requests)
+                   args.across_requests, levels, not args.averaged_level)
     sys.stdout.write(markdown(priced))
     if args.json:
         rows = [{"curve": name, "noise": sigma, "shape_rate": rate, "suite": s, "est_speedup": draws}

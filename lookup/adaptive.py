@@ -121,7 +121,8 @@ class AdaptiveConfig:
     # ``benchmarks/recorded/README.md``)
     shape_rate: float = 0.1
     # the cost model's scale set by its first pass, not averaged up from 1 (``OnlineCost``): under a curve 0.68x or
-    # 1.5x the machine's, a learned shape then costs Gemma's code_edit 0.1 %, not 1.0-1.2 % (replayed)
+    # 1.5x the machine's, the learned shape then drafts exactly as under the right one (averaged: Gemma's
+    # multi_turn -3.5 %, code_edit -1.1 %; ``benchmarks.coarse_curve --levels 0.68,1.5 [--averaged-level]``)
     first_level: bool = True
 
     def __post_init__(self):

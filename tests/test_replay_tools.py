@@ -109,8 +109,17 @@ def test_coarse_curve_prices_a_shorter_calibration(tmp_path):
     assert {name for name, _, _ in priced} == {"every calibrated length", "two: 0, 63", "another run's curve"}
     assert [len(d) for d in priced[("another run's curve", 0.0, 0.1)].values()] == [3, 3, 3]
     assert [len(d) for d in priced[("another run's curve", 0.0, 0.0)].values()] == [1, 1, 1]
+    # the run's own curve off by a factor alone: learning from the first pass's level drafts as under the right one
+    for averaged in ([], ["--averaged-level"]):
+        priced = coarse_main([str(path), "--noise", "0", "--seeds", "2", "--shape-rates", "0.1", "--pass-noise", "0",
+                              "--subsets", "every", "--levels", "0.5,2"] + averaged)
+        assert {name for name, _, _ in priced} == {"every calibrated length", "the run's curve / 0.5",
+                                                   "the run's curve / 2"}
+        if not averaged:
+            assert priced[("the run's curve / 2", 0.0, 0.1)] == priced[("every calibrated length", 0.0, 0.1)]
     for bad in (["--noise", "0.1"], ["--noise", "x"], ["--seeds", "0"], ["--shape-rates", "1"],
-                ["--pass-noise", "-1"], ["--subsets", "two"], ["--subsets", "every,ten"]):
+                ["--pass-noise", "-1"], ["--subsets", "two"], ["--subsets", "every,ten"], ["--levels", "0"],
+                ["--levels", "x"]):
         with pytest.raises(SystemExit):
             coarse_main([str(path)] + bad)
 
