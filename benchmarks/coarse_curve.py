@@ -41,12 +41,14 @@ def coarse_curve(full, ks, sigma, rng):
 
 
 def price(data, full, noises=(0.0, 0.05, 0.1), seeds=5, shape_rates=(0.0,), pass_noise=0.15, stale=None,
-          subsets=tuple(SUBSETS), across=False, levels=(), first_level=True):
+          subsets=tuple(SUBSETS), across=False, levels=(), first_level=True, kept_shape=False):
     """``{(curve name, sigma, shape rate): {suite: [modelled speedup of each draw]}}``: the policy the run used
     drafting under each coarse curve (and ``stale``, another run's curve, if given), learning the curve's shape at
     each of ``shape_rates`` from passes told to take ``full``'s time under log-normal ``pass_noise``, every pass
     charged at ``full``. ``across``: one cost model for all the run's requests, in order, as a
     ``SpeculativeGenerator`` that keeps its proposer has (by default each request starts from the curve).
+    ``kept_shape``: each request starts a new cost model from the shape the request before it ended with, as
+    generators built one per request do with the shape kept on disk (``integration.learned_shape``).
     ``levels``: also draft under the run's curve divided by each (a cached curve off by that factor alone);
     ``first_level``: the learning's (``OnlineCost``), the library's default by default."""
     base = recorded_config(data) if "draftless_config" in data else AdaptiveConfig()  # older runs: the default
@@ -66,8 +68,17 @@ def price(data, full, noises=(0.0, 0.05, 0.1), seeds=5, shape_rates=(0.0,), pass
                     curve = ks if isinstance(ks, CostCurve) else coarse_curve(full, ks, sigma, rng)
                     if across:  # given an OnlineCost, the proposer keeps it (and what it learned) as it is
                         curve = OnlineCost(curve, shape_rate=rate, first_level=config.first_level)
-                    make = {"draftless": lambda truth, curve=curve: AdaptiveProposer(
-                        config, cost=curve, excluded=excluded, text_classes=classes)}
+                    kept = []  # the proposers made so far: the last one's shape is the next one's start
+
+                    def make_one(truth, curve=curve, kept=kept, config=config):
+                        cost = curve
+                        if kept_shape and not isinstance(curve, OnlineCost):
+                            cost = OnlineCost(curve, shape_rate=config.shape_rate, first_level=config.first_level,
+                                              log_shape=kept[-1].cost.learned_shape() if kept else None)
+                        kept.append(AdaptiveProposer(config, cost=cost, excluded=excluded, text_classes=classes))
+                        return kept[-1]
+
+                    make = {"draftless": make_one}
                     def tell(k, rng=rng):  # the pass's time as the loop would have measured it
                         return float(full.at(k)) * float(np.exp(rng.normal(0.0, pass_noise)))
 
@@ -108,6 +119,8 @@ def main(argv=None):
                         help=f"comma-separated curves to draft under, of {', '.join(SHORT_NAMES)}")
     parser.add_argument("--across-requests", action="store_true",
                         help="one cost model for all the run's requests in order, learning across them")
+    parser.add_argument("--kept-shape", action="store_true",
+                        help="each request starts from the shape the one before it learned (kept on disk)")
     parser.add_argument("--levels", default="",
                         help="comma-separated factors: also draft under the run's curve divided by each")
     parser.add_argument("--averaged-level", action="store_true",
@@ -139,9 +152,11 @@ def main(argv=None):
     subsets = [x.strip() for x in args.subsets.split(",") if x.strip()]
     if "every" not in subsets or any(x not in SHORT_NAMES for x in subsets):
         parser.error(f"--subsets must name 'every' and others of {', '.join(SHORT_NAMES)}, got {args.subsets!r}")
+    if args.kept_shape and args.across_requests:
+        parser.error("--kept-shape and --across-requests are two ways of carrying what was learned: name one")
     stale = None if args.curve_from is None else recorded_cost(json.loads(args.curve_from.read_text()))
     priced = price(data, full, noises, args.seeds, rates, args.pass_noise, stale, [SHORT_NAMES[x] for x in subsets],
-                   args.across_requests, levels, not args.averaged_level)
+                   args.across_requests, levels, not args.averaged_level, args.kept_shape)
     sys.stdout.write(markdown(priced))
     if args.json:
         rows = [{"curve": name, "noise": sigma, "shape_rate": rate, "suite": s, "est_speedup": draws}

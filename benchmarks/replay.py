@@ -35,7 +35,7 @@ from draftless.lookup import (DraftConfig, LlamaCppLookupRule, NgramRule, Prompt
                               RestRule, SamDecodingRule, SuffixDecodingRule, SuffixProposer)
 from draftless.lookup.acceptance_model import DEFAULT_PRIOR
 from draftless.lookup.adaptive import CPU_SMALL_MODEL, AdaptiveConfig, AdaptiveProposer
-from draftless.lookup.cost_model import CostCurve
+from draftless.lookup.cost_model import CostCurve, OnlineCost
 from draftless.lookup.occurrence import agreement
 
 from .lookup_ceiling import LookupCeilingProposer
@@ -97,6 +97,15 @@ def recorded_cost(run):
     if "cost_curve" not in run:
         return CPU_SMALL_MODEL
     return CostCurve(tuple(run["cost_curve"]["ks"]), tuple(run["cost_curve"]["seconds"])).relative()
+
+
+def recorded_start(curve, config, run):
+    """The cost model one recorded request (a row of a run's ``runs``) started from: ``curve`` with the shape
+    that earlier requests had learned and kept on disk (``start_shape``; none in runs before session 32), learning
+    at ``config``'s rate. An ``AdaptiveProposer`` given it drafts as the loop's did, told the run's
+    ``pass_seconds``."""
+    shape = run.get("start_shape")
+    return OnlineCost(curve, shape_rate=config.shape_rate, first_level=config.first_level, log_shape=shape or None)
 
 
 class HistoryFactory:

@@ -173,6 +173,8 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
                 if stats and (name == "draftless" or variant_config(name) is not None):  # its choices, pass by pass
                     runs[-1]["draft_trace"] = [list(p) for p in stats.draft_trace]
                     runs[-1]["pass_seconds"] = list(stats.pass_seconds)  # what the policy learned its curve from
+                    if any(stats.start_shape):  # the shape earlier requests learned, kept on disk (learned_shape)
+                        runs[-1]["start_shape"] = list(stats.start_shape)
                 bar.update()
             remember(model, reference[prompt_len:])  # later prompts' draftless_history drafts from it
         if checkpoint is not None:

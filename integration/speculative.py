@@ -23,10 +23,12 @@ import torch
 from transformers.generation.utils import GenerateDecoderOnlyOutput
 
 from draftless.lookup import AdaptiveConfig, AdaptiveProposer, DraftConfig, ReferenceCorpus, SuffixProposer
+from draftless.lookup.cost_model import OnlineCost
 
 from .acceptance import TokenDraws, greedy_accept, sample_accept
 from .attention import grouped_query_sdpa
 from .calibration import cached_cost_curve, cached_inexact_drafts, cached_linear_plans, checks_pass_lengths
+from .learned_shape import load_learned_shape, save_learned_shape
 from .linear_plan import planned_linears
 from .pass_check import MAX_DRAFT, exact_length, full_precision
 from . import kv_cache
@@ -80,6 +82,7 @@ class SpeculativeGenerator:
         # not exact there are never drafted (see ``pass_check``); None where nothing is checked (the CPU)
         self.checked_drafts = max(MAX_DRAFT, self.config.max_draft) if checks_pass_lengths(model) else None
         self.inexact_drafts = cached_inexact_drafts(model, self.checked_drafts or MAX_DRAFT)
+        self._keeps_shape = False  # only the adaptive proposer built here keeps its learned shape on disk
         if proposer is not None:
             missing = [name for name in ("reset", "propose", "update") if not callable(getattr(proposer, name, None))]
             if missing:
@@ -88,9 +91,14 @@ class SpeculativeGenerator:
             self.proposer = proposer
         elif isinstance(self.config, DraftConfig):
             self.proposer = SuffixProposer(self.config)
-        else:  # the cost curve is calibrated once per model/device/dtype/threads and cached on disk
-            self.proposer = AdaptiveProposer(self.config, cost=cached_cost_curve(model),
-                                             excluded=self.inexact_drafts, corpus=corpus)
+        else:  # the cost curve is calibrated once per model/device/dtype/threads and cached on disk, and its
+            # shape as earlier runs learned it kept beside it (``learned_shape``)
+            curve = cached_cost_curve(model)
+            learned = load_learned_shape(model, curve) if self.config.shape_rate > 0 else None
+            cost = OnlineCost(curve, shape_rate=self.config.shape_rate, first_level=self.config.first_level,
+                              log_shape=learned)
+            self.proposer = AdaptiveProposer(self.config, cost=cost, excluded=self.inexact_drafts, corpus=corpus)
+            self._keeps_shape = self.config.shape_rate > 0
         self._reflow_pending = (isinstance(self.proposer, AdaptiveProposer) and self.proposer.config.reflow
                                 and self.proposer.reflow is None)
         self._use_tokenizer_texts(tokenizer)
@@ -138,6 +146,9 @@ class SpeculativeGenerator:
         # the cache never holds more than max_length - 1 positions: a draft is capped by the budget
         verifier = Verifier(self.model, plan, plan.max_length)
         rec = StatsRecorder()
+        learned = getattr(getattr(self.proposer, "cost", None), "learned_shape", None)
+        if callable(learned):  # the shape the request starts from: with the outputs, what a replay starts from
+            rec.start_shape = tuple(float(x) for x in learned())
         scores, raw = [], []
         if plan.streamer is not None:
             plan.streamer.put(ids.cpu())
@@ -183,6 +194,7 @@ class SpeculativeGenerator:
             self.corpus.add(ids[0, prompt_len:].cpu().numpy())
         self.last_stats = rec.freeze(ids.shape[1] - prompt_len, time.perf_counter() - t_start)
         self._check_stale_curve()
+        self._keep_learned_shape()
         if not plan.return_dict:
             return ids
         return GenerateDecoderOnlyOutput(
@@ -201,6 +213,18 @@ class SpeculativeGenerator:
             logger.info("draftless: no re-flowed drafts: the tokenizer's texts could not be read (%s)", error)
             return
         self.proposer.use_text_classes(classes)
+
+    def _keep_learned_shape(self):
+        """Keep the curve's shape as learned so far on disk, for the next generator on this model (a cache
+        directory that cannot be written loses it, with one warning)."""
+        if not self._keeps_shape:
+            return
+        try:
+            save_learned_shape(self.model, self.proposer.cost)
+        except OSError as error:
+            self._keeps_shape = False
+            logger.warning("draftless: the learned cost-curve shape cannot be kept on disk (%s); each process "
+                           "will learn it anew", error)
 
     def _check_stale_curve(self):
         """Warn once when passes run much faster than the cached curve says: it was measured while the machine

@@ -13,7 +13,9 @@ class GenerationStats:
     ``mean_accepted_length`` counts the bonus token: tokens produced per verification pass.
     ``draft_trace`` holds ``(drafted, accepted)`` per pass, in order: what the drafting policy chose.
     ``pass_seconds`` holds each pass's seconds as the loop told the proposer (``record_pass``): with the
-    outputs, what a replay needs to follow a policy that learns its cost curve's shape from them.
+    outputs, what a replay needs to follow a policy that learns its cost curve's shape from them;
+    ``start_shape`` the shape it started from (``OnlineCost.learned_shape``, kept from earlier runs; empty for
+    a proposer without one).
     """
 
     new_tokens: int = 0
@@ -27,6 +29,7 @@ class GenerationStats:
     total_s: float = 0.0
     draft_trace: tuple = ()
     pass_seconds: tuple = ()
+    start_shape: tuple = ()
 
     def __post_init__(self):
         for name in ("new_tokens", "passes", "drafted", "accepted"):
@@ -71,6 +74,7 @@ class StatsRecorder:
     verify_s: float = 0.0
     trace: list = field(default_factory=list)
     seconds: list = field(default_factory=list)
+    start_shape: tuple = ()
 
     def record_pass(self, drafted, accepted, seconds=0.0):
         self.trace.append((drafted, accepted))
@@ -88,4 +92,4 @@ class StatsRecorder:
                                accepted=self.accepted, accepted_per_position=tuple(self.per_position),
                                prefill_s=self.prefill_s, propose_s=self.propose_s, verify_s=self.verify_s,
                                total_s=total_s, draft_trace=tuple(self.trace),
-                               pass_seconds=tuple(self.seconds))
+                               pass_seconds=tuple(self.seconds), start_shape=self.start_shape)

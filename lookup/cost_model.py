@@ -72,9 +72,13 @@ class OnlineCost:
     average needs, during which the knots of the lengths drafted would take up part of the level as shape (and
     keep it until plain steps came to pin it). Under a curve off by a factor alone, the learned shape then drafts
     as under the right one.
+
+    ``log_shape`` starts the learning from a shape learned before (``learned_shape()``: one log-multiplier per
+    knot, the first 0). The integration layer keeps it on disk beside the calibration, so that a process does
+    not learn a stale or quickly measured curve's shape over again.
     """
 
-    def __init__(self, curve, weight=0.2, shape_rate=0.0, first_level=True):
+    def __init__(self, curve, weight=0.2, shape_rate=0.0, first_level=True, log_shape=None):
         if not isinstance(curve, CostCurve):
             raise TypeError(f"curve must be a CostCurve, got {type(curve).__name__}")
         if not 0 < weight <= 1:
@@ -89,7 +93,7 @@ class OnlineCost:
         self.scale = 1.0
         self.first_level = bool(first_level)
         self.observed = 0  # passes observed (those with a time)
-        self.log_shape = np.zeros(len(curve.ks))  # per knot of ``curve``; [0] stays 0
+        self.log_shape = np.zeros(len(curve.ks)) if log_shape is None else checked_log_shape(log_shape, curve)
         self._ks = np.asarray(curve.ks, dtype=np.float64)
 
     def shape(self, k):
@@ -127,3 +131,26 @@ class OnlineCost:
 
     def cost(self, k):
         return self.scale * self._shaped(k)
+
+    def learned_shape(self):
+        """The log-multiplier learned at each knot of the curve (a copy; the first is 0)."""
+        return self.log_shape.copy()
+
+
+def checked_log_shape(log_shape, curve):
+    """``log_shape`` as a float array of one finite log-multiplier per knot of ``curve``, the first 0 (plain steps
+    are what the scale tracks) and each within ``SHAPE_BOUND`` either way; a ValueError or TypeError naming it
+    otherwise."""
+    if isinstance(log_shape, (str, bytes)) or not hasattr(log_shape, "__len__"):
+        raise TypeError(f"log_shape must be a sequence of numbers, got {type(log_shape).__name__}")
+    try:
+        out = np.array(log_shape, dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"log_shape must hold numbers: {error}") from None
+    if out.shape != (len(curve.ks),):
+        raise ValueError(f"log_shape must hold one value per knot of the curve ({len(curve.ks)}), got shape "
+                         f"{out.shape}")
+    if not np.all(np.isfinite(out)) or out[0] != 0 or np.any(np.abs(out) > np.log(SHAPE_BOUND) + 1e-9):
+        raise ValueError(f"log_shape must be finite, 0 at k = 0 and within log({SHAPE_BOUND:g}) either way, "
+                         f"got {out.tolist()}")
+    return out

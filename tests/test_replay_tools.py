@@ -117,9 +117,13 @@ def test_coarse_curve_prices_a_shorter_calibration(tmp_path):
                                                    "the run's curve / 2"}
         if not averaged:
             assert priced[("the run's curve / 2", 0.0, 0.1)] == priced[("every calibrated length", 0.0, 0.1)]
+    # each request from the shape the one before it kept: at rate 0 nothing is learned, so nothing changes
+    plain, kept = (coarse_main([str(path), "--noise", "0", "--seeds", "2", "--shape-rates", "0,0.1", "--curve-from",
+                                str(other), "--subsets", "every"] + extra) for extra in ([], ["--kept-shape"]))
+    assert set(plain) == set(kept) and plain[("another run's curve", 0.0, 0.0)] == kept[("another run's curve", 0.0, 0.0)]
     for bad in (["--noise", "0.1"], ["--noise", "x"], ["--seeds", "0"], ["--shape-rates", "1"],
                 ["--pass-noise", "-1"], ["--subsets", "two"], ["--subsets", "every,ten"], ["--levels", "0"],
-                ["--levels", "x"]):
+                ["--levels", "x"], ["--kept-shape", "--across-requests"]):
         with pytest.raises(SystemExit):
             coarse_main([str(path)] + bad)
 
@@ -169,13 +173,14 @@ def test_replay_reproduces_the_draft_lengths_measured_with_the_model(name):
     so the run's recorded pass times are told to the policy as the loop told them.) Where an output
     stopped at EOS, runs recorded before 9bb5fc5 counted draft tokens accepted past the EOS, which the record
     does not hold: that pass is compared by its draft length only."""
-    from benchmarks.replay import recorded_config, replay_one, run_text_classes
+    from benchmarks.replay import recorded_config, recorded_start, replay_one, run_text_classes
     from draftless.lookup.cost_model import CostCurve
 
     data = json.loads((RECORDED / name).read_text())
     config = recorded_config(data)
     cost = CostCurve(tuple(data["cost_curve"]["ks"]), tuple(data["cost_curve"]["seconds"]))
-    traces = {(r["suite"], r["prompt_id"]): r["draft_trace"] for r in data["runs"] if r["method"] == "draftless"}
+    runs = {(r["suite"], r["prompt_id"]): r for r in data["runs"] if r["method"] == "draftless"}
+    traces = {key: r["draft_trace"] for key, r in runs.items()}
     # a policy that learns its curve's shape is told each pass's recorded seconds, as the loop told it
     seconds = {(r["suite"], r["prompt_id"]): r.get("pass_seconds") for r in data["runs"] if r["method"] == "draftless"}
     assert len(traces) == len(data["outputs"]) > 0
@@ -186,9 +191,10 @@ def test_replay_reproduces_the_draft_lengths_measured_with_the_model(name):
     for out in data["outputs"]:
         if (out["suite"], out["prompt_id"]) in differing:
             continue
-        proposer = AdaptiveProposer(config, cost=cost, excluded=tuple(data.get("inexact_drafts", ())),
+        key = (out["suite"], out["prompt_id"])  # from the shape earlier requests kept, where the run recorded one
+        proposer = AdaptiveProposer(config, cost=recorded_start(cost, config, runs[key]),
+                                    excluded=tuple(data.get("inexact_drafts", ())),
                                     text_classes=run_text_classes(data) if config.reflow else None)
-        key = (out["suite"], out["prompt_id"])
         assert config.shape_rate == 0 or seconds[key] is not None, "a shape-learning run must record pass_seconds"
         passes, accepted, drafted, _ = replay_one(proposer, out["tokens"], out["prompt_len"], data["max_new_tokens"],
                                                   seconds[key])

@@ -1,0 +1,71 @@
+"""The cost curve's shape as the loop learned it, kept on disk beside the calibration it was learned against.
+
+``OnlineCost`` learns a log-multiplier per knot of the calibrated curve from the passes a run makes
+(``AdaptiveConfig.shape_rate``). A ``SpeculativeGenerator`` keeps what it learned across its own requests; this
+module keeps it across processes, so that a one-request CLI call or a benchmark that builds a generator per
+request starts from what the requests before it learned, not from the calibration alone. That matters where the
+calibration's shape is wrong: measured on another host whose processor has the same name (they share a cache
+key), or while the machine was busy. Replayed on recorded runs under such a curve, learning within each request
+alone recovers a quarter to three fifths of the loss, across requests three quarters or more
+(``benchmarks/recorded/README.md``, "The curve's shape, learned").
+
+The file names the curve it was learned against: a remeasured curve (``draftless calibrate``, which removes the
+file too) starts from no learned shape. Read and written as JSON, atomically; an unreadable or mismatched file
+is ignored with a warning, never trusted.
+"""
+
+import json
+import logging
+import os
+
+import numpy as np
+
+from draftless.lookup.cost_model import CostCurve, OnlineCost, checked_log_shape
+
+from .calibration import _path, calibration_key
+
+logger = logging.getLogger(__name__)
+
+SHAPE_VERSION = 1  # bumped when what the multipliers mean changes, so that shapes learned the old way are dropped
+
+
+def shape_path(model, curve):
+    """Where the shape learned against ``curve`` (at its draft lengths) is kept for this model/device/dtype."""
+    return _path(model, f"shape-v{SHAPE_VERSION}-" + "-".join(map(str, curve.ks)))
+
+
+def load_learned_shape(model, curve):
+    """The log-multipliers per knot of ``curve`` learned by earlier runs on this model/device/dtype/threads, or
+    None where none were kept, or were learned against another curve (a remeasured one)."""
+    if not isinstance(curve, CostCurve):
+        raise TypeError(f"curve must be a CostCurve, got {type(curve).__name__}")
+    path = shape_path(model, curve)
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+        if not np.allclose(data["curve"], curve.seconds, rtol=1e-9, atol=0.0):
+            logger.info("ignoring %s: learned against another calibration of this model", path)
+            return None
+        return checked_log_shape(data["log_shape"], curve)
+    except (ValueError, KeyError, TypeError) as error:
+        logger.warning("ignoring an unreadable learned cost-curve shape %s (%s)", path, error)
+        return None
+
+
+def save_learned_shape(model, cost):
+    """Keep ``cost``'s learned shape (an ``OnlineCost``) for the next run on this model/device/dtype/threads.
+    Nothing is written where it learned nothing (shape rate 0, or no pass yet)."""
+    if not isinstance(cost, OnlineCost):
+        raise TypeError(f"cost must be an OnlineCost, got {type(cost).__name__}")
+    if cost.shape_rate <= 0 or cost.observed == 0:
+        return None
+    path = shape_path(model, cost.curve)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"ks": list(cost.curve.ks), "curve": list(cost.curve.seconds),
+            "log_shape": [float(x) for x in cost.learned_shape()], "key": calibration_key(model)}
+    staging = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    staging.write_text(json.dumps(data))
+    os.replace(staging, path)  # atomic: a process starting now reads the old shape or the new, never half
+    return path
+

@@ -1,0 +1,117 @@
+"""The cost curve's learned shape kept across processes (``integration.learned_shape``): a generator saves what its
+requests learned beside the calibration, the next one starts from it and records it for replay, a shape
+learned against another calibration or an unreadable file is ignored, a rate of 0 keeps nothing, and a
+recalibration forgets it. The policy's arithmetic under a given starting shape is ``OnlineCost``'s own."""
+
+import json
+import logging
+
+import numpy as np
+import pytest
+import torch
+
+from draftless.integration import SpeculativeGenerator, calibration
+from draftless.integration.learned_shape import load_learned_shape, save_learned_shape, shape_path
+from draftless.lookup import AdaptiveConfig
+from draftless.lookup.cost_model import SHAPE_BOUND, CostCurve, OnlineCost
+from tiny_models import repetitive_prompt, tiny_model
+
+CURVE = CostCurve((0, 8, 16, 32, 64), (1.0, 1.5, 2.0, 3.0, 5.0))
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("DRAFTLESS_CACHE", str(tmp_path))
+    calibration._MEMO.clear()
+    yield tmp_path
+    calibration._MEMO.clear()
+
+
+def test_a_starting_shape_is_checked_and_learning_goes_on_from_it():
+    start = np.array([0.0, 0.2, -0.1, 0.3, 0.0])
+    cost = OnlineCost(CURVE, shape_rate=0.1, log_shape=start)
+    assert np.array_equal(cost.learned_shape(), start) and cost.learned_shape() is not cost.log_shape
+    assert cost.cost(8) / cost.cost(0) == pytest.approx(1.5 * np.exp(0.2))
+    cost.observe(0, 1.0)
+    cost.observe(16, 4.0)
+    assert cost.log_shape[2] > -0.1  # moved on from where it started
+    for bad, error in (([0.0, 0.1], ValueError), ([0.1, 0, 0, 0, 0], ValueError), ("00000", TypeError),
+                       ([0, float("nan"), 0, 0, 0], ValueError), ([0, np.log(SHAPE_BOUND) + 0.1, 0, 0, 0], ValueError),
+                       ([0, "a", 0, 0, 0], TypeError), (3, TypeError)):
+        with pytest.raises(error, match="log_shape"):
+            OnlineCost(CURVE, log_shape=bad)
+
+
+def _generate(model, config=None):
+    gen = SpeculativeGenerator(model, config=config)
+    ids = repetitive_prompt(30)
+    out = gen.generate(ids, max_new_tokens=40, eos_token_id=None)
+    assert torch.equal(out, model.generate(ids, do_sample=False, max_new_tokens=40, eos_token_id=None))
+    return gen
+
+
+def test_the_next_generator_starts_from_the_shape_the_last_one_kept(fresh_cache):
+    model = tiny_model("llama")
+    first = _generate(model)
+    assert first.last_stats.start_shape == (0.0,) * len(first.proposer.cost.curve.ks)  # nothing kept yet
+    learned = first.proposer.cost.learned_shape()
+    assert learned.any()  # the tiny model's passes are not the calibration's to the microsecond
+    path = shape_path(model, first.proposer.cost.curve)
+    assert path.exists() and json.loads(path.read_text())["log_shape"] == learned.tolist()
+    second = _generate(model)
+    assert second.last_stats.start_shape == tuple(learned)  # recorded: a replay starts where the loop did
+    assert not np.array_equal(second.proposer.cost.learned_shape(), learned)  # and learned on from it
+    assert np.array_equal(load_learned_shape(model, second.proposer.cost.curve),
+                          second.proposer.cost.learned_shape())
+
+
+def test_a_rate_of_zero_neither_reads_nor_keeps_a_shape(fresh_cache):
+    model = tiny_model("llama")
+    gen = _generate(model, AdaptiveConfig(shape_rate=0.0))
+    assert not shape_path(model, gen.proposer.cost.curve).exists()
+    save_learned_shape(model, OnlineCost(gen.proposer.cost.curve, shape_rate=0.1, log_shape=[0.0] + [0.5] *
+                                         (len(gen.proposer.cost.curve.ks) - 1)))  # learned nothing: no pass
+    assert not shape_path(model, gen.proposer.cost.curve).exists()
+    _generate(model)
+    assert shape_path(model, gen.proposer.cost.curve).exists()
+    again = _generate(model, AdaptiveConfig(shape_rate=0.0))
+    assert not again.proposer.cost.learned_shape().any() and not any(again.last_stats.start_shape)
+
+
+def test_a_mismatched_or_unreadable_shape_is_ignored_and_recalibrating_forgets_it(fresh_cache, caplog):
+    model = tiny_model("llama")
+    gen = _generate(model)
+    curve = gen.proposer.cost.curve
+    path = shape_path(model, curve)
+    other = CostCurve(curve.ks, tuple(2 * s for s in curve.seconds))  # the same lengths, remeasured
+    assert load_learned_shape(model, other) is None and load_learned_shape(model, curve) is not None
+    for text in ("{not json", json.dumps({"curve": list(curve.seconds), "log_shape": [9.0] * len(curve.ks)}),
+                 json.dumps({"log_shape": [0.0] * len(curve.ks)})):
+        path.write_text(text)
+        with caplog.at_level(logging.WARNING):
+            assert load_learned_shape(model, curve) is None
+        assert "ignoring an unreadable learned cost-curve shape" in caplog.text
+        caplog.clear()
+        assert not SpeculativeGenerator(model).proposer.cost.learned_shape().any()
+    with pytest.raises(TypeError, match="curve"):
+        load_learned_shape(model, [1.0, 2.0])
+    with pytest.raises(TypeError, match="cost"):
+        save_learned_shape(model, curve)
+    _generate(model)
+    assert path.exists()
+    calibration.recalibrate(model)
+    assert not path.exists()
+
+
+def test_a_cache_that_cannot_be_written_loses_the_shape_with_one_warning(fresh_cache, monkeypatch, caplog):
+    import draftless.integration.speculative as speculative
+
+    def refuse(model, cost):
+        raise PermissionError("read-only cache")
+
+    monkeypatch.setattr(speculative, "save_learned_shape", refuse)
+    model = tiny_model("llama")
+    with caplog.at_level(logging.WARNING):
+        gen = _generate(model)
+        gen.generate(repetitive_prompt(30), max_new_tokens=10, eos_token_id=None)
+    assert caplog.text.count("cannot be kept on disk") == 1
