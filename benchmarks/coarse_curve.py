@@ -26,27 +26,32 @@ from draftless.lookup.cost_model import CostCurve, OnlineCost
 SUBSETS = {  # name -> draft lengths kept (None: every length the run calibrated)
     "every calibrated length": None,
     "nine: 0-4, 8, 16, 32, 64": (0, 1, 2, 3, 4, 8, 16, 32, 64),
+    "twelve: 0-4, 7, 8, 15, 16, 31, 32, 63": (0, 1, 2, 3, 4, 7, 8, 15, 16, 31, 32, 63),  # the library's
     "low stair edges: 0, 7, 15, 31, 63": (0, 7, 15, 31, 63),
     "three: 0, 15, 63": (0, 15, 63),
     "two: 0, 63": (0, 63),
 }
-SHORT_NAMES = dict(zip(("every", "nine", "edges", "three", "two"), SUBSETS))  # --subsets
+SHORT_NAMES = dict(zip(("every", "nine", "twelve", "edges", "three", "two"), SUBSETS))  # --subsets
 
 
-def coarse_curve(full, ks, sigma, rng):
-    """``full`` measured at ``ks`` only, each length's time multiplied by exp(N(0, sigma)) (one noisy timing)."""
+def coarse_curve(full, ks, sigma, rng, filled=False):
+    """``full`` measured at ``ks`` only, each length's time multiplied by exp(N(0, sigma)) (one noisy timing);
+    ``filled``: at every length of ``full``, those outside ``ks`` interpolated (knots whose shape can be learned,
+    as the library's calibration fills the lengths it does not time)."""
     ks = tuple(full.ks) if ks is None else tuple(ks)
     noise = np.exp(rng.normal(0.0, sigma, len(ks))) if sigma > 0 else np.ones(len(ks))
-    return CostCurve(ks, tuple(float(full.at(k)) * float(m) for k, m in zip(ks, noise)))
+    curve = CostCurve(ks, tuple(float(full.at(k)) * float(m) for k, m in zip(ks, noise)))
+    return CostCurve(tuple(full.ks), tuple(float(curve.at(k)) for k in full.ks)) if filled else curve
 
 
 def price(data, full, noises=(0.0, 0.05, 0.1), seeds=5, shape_rates=(0.0,), pass_noise=0.15, stale=None,
-          subsets=tuple(SUBSETS), across=False, levels=(), first_level=True, kept_shape=False):
+          subsets=tuple(SUBSETS), across=False, levels=(), first_level=True, kept_shape=False, filled=False):
     """``{(curve name, sigma, shape rate): {suite: [modelled speedup of each draw]}}``: the policy the run used
     drafting under each coarse curve (and ``stale``, another run's curve, if given), learning the curve's shape at
     each of ``shape_rates`` from passes told to take ``full``'s time under log-normal ``pass_noise``, every pass
     charged at ``full``. ``across``: one cost model for all the run's requests, in order, as a
     ``SpeculativeGenerator`` that keeps its proposer has (by default each request starts from the curve).
+    ``filled``: each subset's curve filled in at the run's other lengths (``coarse_curve``).
     ``kept_shape``: each request starts a new cost model from the shape the request before it ended with, as
     generators built one per request do with the shape kept on disk (``integration.learned_shape``).
     ``levels``: also draft under the run's curve divided by each (a cached curve off by that factor alone);
@@ -65,7 +70,7 @@ def price(data, full, noises=(0.0, 0.05, 0.1), seeds=5, shape_rates=(0.0,), pass
                 draws = {}
                 for seed in range(seeds if sigma > 0 or (rate > 0 and pass_noise > 0) else 1):
                     rng = np.random.default_rng(seed)
-                    curve = ks if isinstance(ks, CostCurve) else coarse_curve(full, ks, sigma, rng)
+                    curve = ks if isinstance(ks, CostCurve) else coarse_curve(full, ks, sigma, rng, filled)
                     if across:  # given an OnlineCost, the proposer keeps it (and what it learned) as it is
                         curve = OnlineCost(curve, shape_rate=rate, first_level=config.first_level)
                     kept = []  # the proposers made so far: the last one's shape is the next one's start
@@ -119,6 +124,8 @@ def main(argv=None):
                         help=f"comma-separated curves to draft under, of {', '.join(SHORT_NAMES)}")
     parser.add_argument("--across-requests", action="store_true",
                         help="one cost model for all the run's requests in order, learning across them")
+    parser.add_argument("--filled", action="store_true",
+                        help="fill each subset's curve in at the run's other lengths by interpolation")
     parser.add_argument("--kept-shape", action="store_true",
                         help="each request starts from the shape the one before it learned (kept on disk)")
     parser.add_argument("--levels", default="",
@@ -156,7 +163,7 @@ def main(argv=None):
         parser.error("--kept-shape and --across-requests are two ways of carrying what was learned: name one")
     stale = None if args.curve_from is None else recorded_cost(json.loads(args.curve_from.read_text()))
     priced = price(data, full, noises, args.seeds, rates, args.pass_noise, stale, [SHORT_NAMES[x] for x in subsets],
-                   args.across_requests, levels, not args.averaged_level, args.kept_shape)
+                   args.across_requests, levels, not args.averaged_level, args.kept_shape, args.filled)
     sys.stdout.write(markdown(priced))
     if args.json:
         rows = [{"curve": name, "noise": sigma, "shape_rate": rate, "suite": s, "est_speedup": draws}

@@ -1,13 +1,13 @@
 """Calibrating the target: the linear layers' fastest forms (``linear_plan``) and the cost curve c(k),
 seconds of one verification pass over 1 + k tokens (measured with those forms in place).
 
-Measured once for the actual model, device, dtype and thread count (on a 2-core CPU with a 32 MiB cache, 3.2 s
-for SmolLM2-135M's linear plans and 4.2 s for its curve, 3.3 s and 7.3 s for Gemma 3 270M's) and cached
+Measured once for the actual model, device, dtype and thread count (on a 2-core CPU with a 32 MiB cache, 1.5 s
+for SmolLM2-135M's linear plans and 1.7 s for its curve, 1.6 s and 2.9 s for Gemma 3 270M's) and cached
 on disk under the user cache dir, keyed by all four (and the torch and transformers versions, and the processor
 or GPU behind the device): a changed dtype, thread count or machine recalibrates. "The model" is its
 architecture, not its weights or name: fine-tunes of one base model, a training run's checkpoints and one model
 copied to another directory share a calibration (``calibration_key``). The adaptive policy then scales the curve
-online by the passes the run makes.
+online by the passes the run makes, and learns its shape from them, kept beside it (``learned_shape``).
 """
 
 import functools
@@ -36,6 +36,12 @@ logger = logging.getLogger(__name__)
 # one over a row fewer and often less than one over a few rows fewer (Gemma 3 270M, 2-core CPU: k = 14 453 ms,
 # k = 15 301 ms), which a curve interpolated from k = 8, 16, 32, 64 alone cannot show the policy
 DEFAULT_KS = (0, 1, 2, 3, 4, 7, 8, 15, 16, 23, 24, 31, 32, 47, 48, 63, 64)
+# the lengths of DEFAULT_KS the first calibration times, once each: the others (the dearest to time) are filled
+# in by interpolation and, like every knot, refined by the passes the runs make (``learned_shape``). Dropped are
+# upper stair edges, which interpolation charges too little (so the policy drafts them and learns their price),
+# and lengths between stairs. Replayed, with 5 % noise on each timing and the shape kept, 0.5 % behind every
+# length timed exactly ("A calibration of a few seconds, again" in ``benchmarks/recorded/README.md``)
+MEASURED_KS = (0, 1, 2, 3, 4, 7, 8, 15, 16, 31, 32, 63)
 METHOD_VERSION = 4  # bumped when the measurement changes, so that curves measured the old way are redone
 # bumped when the loop's pass changes but the linear layers' plans stand: 2, the reserved KV cache and grouped
 # key/value heads attended as they are; 3, a longer pass may cost less (kept as measured)
@@ -114,20 +120,28 @@ def calibration_key(model):
 
 
 @torch.no_grad()
-def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=2, progress=None):
+def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=1, progress=None, measured=None):
     """Pass time at each draft length in ``ks`` after a ``context``-token prefill: the longest and the shortest
-    pass warmed up once each, then every length timed in ``repeats`` interleaved rounds, keeping each length's
-    fastest pass, so that a burst of load from another process neither bends the curve's shape nor lands on one
-    length only. A longer pass may come out cheaper (a multiple of 8 rows on a CPU): the curve keeps it, so that
+    of the ``measured`` lengths (by default ``MEASURED_KS`` for ``DEFAULT_KS``, else every length) warmed up
+    once each, then each timed in ``repeats`` interleaved rounds, keeping its fastest pass, so that a burst of
+    load from another process lands on one length only; the lengths not measured interpolated between those
+    that were. A longer pass may come out cheaper (a multiple of 8 rows on a CPU): the curve keeps it, so that
     the policy drafts the longer, cheaper length. ``progress(done, total)``, if given, after each timed pass.
 
-    Two rounds after warming the ends land within 1.5 % of warming every length and keeping the best of five
-    (4.5 % at worst) in a third of the time; one round, 4-5.5 % (16 %): the first pass at each length is still
-    slow ("A calibration of a few seconds" in ``benchmarks/recorded/README.md``)."""
+    One round lands within 3 % of the best of five on average, 13 % at worst (a pass slowed by chance); the
+    learned shape, kept across runs, corrects a knot timed slow or filled in wrong from the passes drafted
+    there. Two rounds over every length (before session 32) took three times as long for 0.5 % of modelled
+    speed ("A calibration of a few seconds, again" in ``benchmarks/recorded/README.md``)."""
     if not ks or ks[0] != 0:
         raise ValueError(f"ks must start at 0, got {ks}")
+    ks = tuple(ks)
+    if measured is None:
+        measured = MEASURED_KS if ks == DEFAULT_KS else ks
+    measured = tuple(measured)
+    if len(measured) < 2 or measured[0] != 0 or not set(measured) <= set(ks) or list(measured) != sorted(set(measured)):
+        raise ValueError(f"measured must be increasing lengths of ks, at least 2, starting at 0; got {measured}")
     repeats = check_positive_int(repeats, "repeats")
-    passes = pass_timers(model, ks, context)
+    passes = pass_timers(model, measured, context)
     ends = list(dict.fromkeys((passes[-1], passes[0])))  # the longest first: it allocates the largest buffers
     tick = step_counter(progress, len(ends) + len(passes) * repeats)
     with planned_linears(model, cached_linear_plans(model)), grouped_query_sdpa(model):  # as the loop runs
@@ -136,7 +150,8 @@ def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=2, progress=No
             if tick is not None:
                 tick()
         best = fastest_of_rounds(passes, repeats, tick, warm_up=False)
-    return CostCurve(tuple(ks), tuple(best))
+    timed = CostCurve(measured, tuple(best))
+    return CostCurve(ks, tuple(float(timed.at(k)) for k in ks))
 
 
 @torch.no_grad()

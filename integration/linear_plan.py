@@ -14,10 +14,12 @@ matrix-vector products. Gemma 3 270M's output layer (262k x 640) takes 63 ms for
 ``measure_linear_plans`` times, per weight shape, both orders at 1..8 rows (and at 16, 32 and 64 rows,
 order only) over layers of that shape in turn, as a pass streams them, until twice the last-level cache has
 streamed (``probe_bytes``; a layer larger than that, an output layer, over a slice of its rows), so that no
-weight sits warm in cache; best of three rounds, a form far behind after the first (``OUT_OF_RACE``) timed
+weight sits warm in cache; best of two rounds after the shape's first product (a first product runs up to 2.7x
+slow, the rest within 5 %), a form far behind after the first (``OUT_OF_RACE``) timed
 once. Timing every layer instead (Gemma 3 270M's 262k-row output layer whole) chose plans whose passes are no
 faster and took 12-17 s against 3.3 s for Gemma 3 270M on a 2-core CPU with a 32 MiB cache ("A calibration
-of a few seconds" in ``benchmarks/recorded/README.md``).
+of a few seconds" in ``benchmarks/recorded/README.md``); two rounds after one product rather than three after a
+warm-up round, 1.6 s, the passes under them as fast ("... again").
 
 ``planned_linears`` then pads each call's rows with zeros up to the cheapest row count at or above it,
 multiplies in the cheaper order, and drops the extra rows: the real rows' outputs are those rows' products,
@@ -178,7 +180,7 @@ def _row_counts(max_rows, wide_rows):
 
 
 @torch.no_grad()
-def measure_plan(modules, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats=3, tick=None, nbytes=None):
+def measure_plan(modules, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats=2, tick=None, nbytes=None):
     """The ``LinearPlan`` fastest for ``modules`` (linear layers of one weight shape), timed over
     ``probe_weights(modules, nbytes)`` in turn (``nbytes`` by default ``probe_bytes`` of their device; ``tick``
     as ``fastest_of_rounds`` takes it)."""
@@ -199,7 +201,8 @@ def measure_plan(modules, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats
         return time.perf_counter() - t0
 
     runs = {(r, t): functools.partial(timed, r, t) for r in sizes for t in (False, True)}
-    seconds = dict(zip(runs, fastest_of_rounds(list(runs.values()), 1, tick)))
+    next(iter(runs.values()))()  # the shape's first product runs up to 2.7x slow, the others within 5 %: once, untimed
+    seconds = dict(zip(runs, fastest_of_rounds(list(runs.values()), 1, tick, warm_up=False)))
     racing = in_the_race(seconds, max_rows)
     later = fastest_of_rounds([runs[form] for form in racing], repeats - 1, tick, warm_up=False)
     for form, elapsed in zip(racing, later):
@@ -235,11 +238,11 @@ def in_the_race(seconds, max_rows):
     return [form for form in seconds if form in racing]
 
 
-def measure_linear_plans(model, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats=3, progress=None):
+def measure_linear_plans(model, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats=2, progress=None):
     """The ``LinearPlans`` fastest for this model's linear layers on its device and dtype (identity plans left
     out). ``progress(done, total)``, if given, after each timed product (``step_counter``)."""
     groups = plain_linears(model)
-    tick = step_counter(progress, len(groups) * 2 * len(_row_counts(max_rows, wide_rows)) * (repeats + 1))
+    tick = step_counter(progress, len(groups) * 2 * len(_row_counts(max_rows, wide_rows)) * repeats)
     plans = ((shape, measure_plan(modules, max_rows, wide_rows, repeats, tick)) for shape, modules in groups.items())
     return LinearPlans(tuple(sorted((s, p) for s, p in plans if not p.is_identity)))
 

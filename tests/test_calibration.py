@@ -35,7 +35,7 @@ def test_a_longer_pass_measured_cheaper_stays_cheaper(monkeypatch):
 
 def test_the_curve_warms_up_its_two_ends_then_keeps_each_lengths_fastest_timed_pass(monkeypatch):
     timed = []
-    seconds = iter([9.0, 9.0, 0.2, 0.5, 0.9, 0.1, 0.6, 0.7])  # the warm-ups are slow and never kept
+    seconds = iter([9.0, 9.0, 0.2, 0.5, 0.9, 9.0, 9.0, 0.1, 0.6, 0.7, 0.3, 0.4, 0.8])  # warm-ups: never kept
 
     def time_pass(model, cache, ids, context):
         timed.append(ids.shape[1] - 1)
@@ -43,10 +43,34 @@ def test_the_curve_warms_up_its_two_ends_then_keeps_each_lengths_fastest_timed_p
 
     monkeypatch.setattr(calibration, "time_pass", time_pass)
     curve = calibration.measure_cost_curve(tiny_model("llama"), ks=(0, 4, 16), context=8)
-    assert timed == [16, 0] + [0, 4, 16] * 2  # the longest first, then two interleaved rounds (the default)
-    assert curve.seconds == (0.1, 0.5, 0.7)
+    assert timed == [16, 0] + [0, 4, 16]  # the longest first, then one timed round (the default)
+    assert curve.seconds == (0.2, 0.5, 0.9)
+    timed.clear()
+    curve = calibration.measure_cost_curve(tiny_model("llama"), ks=(0, 4, 16), context=8, repeats=2)
+    assert timed == [16, 0] + [0, 4, 16] * 2 and curve.seconds == (0.1, 0.4, 0.7)  # interleaved, fastest kept
     with pytest.raises(ValueError, match="repeats"):
         calibration.measure_cost_curve(tiny_model("llama"), ks=(0, 4), repeats=0)
+
+
+def test_lengths_not_measured_are_interpolated_and_the_default_times_twelve(monkeypatch):
+    timed = []
+
+    def time_pass(model, cache, ids, context):
+        timed.append(ids.shape[1] - 1)
+        return 0.1 + 0.01 * (ids.shape[1] - 1)
+
+    monkeypatch.setattr(calibration, "time_pass", time_pass)
+    curve = calibration.measure_cost_curve(tiny_model("llama"), ks=(0, 4, 8, 16), context=8, measured=(0, 8, 16))
+    assert sorted(set(timed)) == [0, 8, 16] and curve.ks == (0, 4, 8, 16)
+    assert curve.seconds == pytest.approx((0.1, 0.14, 0.18, 0.26))  # 4: half way from 0 to 8
+    timed.clear()
+    curve = calibration.measure_cost_curve(tiny_model("llama"), context=8)  # DEFAULT_KS
+    assert sorted(set(timed)) == list(calibration.MEASURED_KS) and curve.ks == calibration.DEFAULT_KS
+    assert curve.at(23) == pytest.approx(0.1 + 0.01 * 23) and curve.at(64) == pytest.approx(0.74)  # the line
+    assert set(calibration.MEASURED_KS) < set(calibration.DEFAULT_KS)
+    for bad in ((0,), (4, 8), (0, 5), (0, 8, 4), (0, 4, 4)):
+        with pytest.raises(ValueError, match="measured"):
+            calibration.measure_cost_curve(tiny_model("llama"), ks=(0, 4, 8, 16), context=8, measured=bad)
 
 
 def test_default_lengths_hold_both_edges_of_every_8_row_stair():
@@ -314,8 +338,9 @@ def test_a_plan_times_forms_out_of_the_race_once_and_still_counts_their_rounds(m
     ticks = []
     linear_plan.measure_plan(modules, max_rows=3, wide_rows=(8,), repeats=3, tick=lambda: ticks.append(1))
     forms = 2 * 4  # 1..3 rows and 8, both orders
-    assert len(calls) == len(modules) * (2 * forms + 2 * 2)  # warm-up and first round of all, two more of two
-    assert len(ticks) == forms * (3 + 1)  # the progress still ends at the total it announced
+    # the shape's first form once untimed (a first product runs slow), a round of all, two more of two
+    assert len(calls) == len(modules) * (1 + forms + 2 * 2) and calls[0] == (1, False)
+    assert len(ticks) == forms * 3  # the progress still ends at the total it announced
     with pytest.raises(ValueError, match="repeats"):  # the first timed round is the one that decides the race
         linear_plan.measure_plan(modules, max_rows=3, wide_rows=(8,), repeats=0)
 

@@ -44,8 +44,8 @@ def test_calibrate_counts_every_stage_to_its_total_then_measures_nothing(cache_d
         assert [done for done, _ in steps] == list(range(1, len(steps) + 1))
         assert {total for _, total in steps} == {len(steps)}
     rows = linear_plan.MAX_PADDED_ROWS + len(linear_plan.WIDE_ROWS)
-    assert len(stages["linear-layer plans"]) == len(linear_plan.plain_linears(model)) * 2 * rows * (3 + 1)
-    assert len(stages["cost curve"]) == 2 + len(calibration.DEFAULT_KS)  # the two ends warmed up, one timed round
+    assert len(stages["linear-layer plans"]) == len(linear_plan.plain_linears(model)) * 2 * rows * 2
+    assert len(stages["cost curve"]) == 2 + len(calibration.MEASURED_KS)  # the two ends warmed up, one timed round
     assert curve == calibration.cached_cost_curve(model) and plans == calibration.cached_linear_plans(model)
     calls.clear()
     calibration._MEMO.clear()  # read back from disk: nothing measured, nothing reported

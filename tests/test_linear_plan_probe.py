@@ -50,6 +50,8 @@ def test_calibration_evidence_compares_both_shortcuts_with_the_long_way(tmp_path
     lines = calibration_evidence.compare_curves(model, rounds=1)
     rows = [line for line in lines if line.startswith("| ") and line[2].isdigit()]
     assert [int(r.split("|")[1]) for r in rows] == list(calibration.DEFAULT_KS)
+    assert [r.split("|")[5].strip() == "timed" for r in rows] == [k in calibration.MEASURED_KS
+                                                                   for k in calibration.DEFAULT_KS]
     assert "1 round(s) after warming the ends" in lines[0]
     with pytest.raises(SystemExit):
         calibration_evidence.main(["curve", "--rounds", "0"])
