@@ -27,7 +27,7 @@ from draftless.integration.attention import grouped_query_sdpa
 PLAN_KS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 15, 16, 31, 63)
 
 
-def plans_over(model, nbytes, repeats=3):
+def plans_over(model, nbytes, repeats=2):  # as the library times them
     """``LinearPlans`` timed over ``nbytes`` of each shape's weights (None: every layer of it)."""
     out, t0 = [], time.perf_counter()
     for shape, modules in linear_plan.plain_linears(model).items():

@@ -39,8 +39,8 @@ DEFAULT_KS = (0, 1, 2, 3, 4, 7, 8, 15, 16, 23, 24, 31, 32, 47, 48, 63, 64)
 # the lengths of DEFAULT_KS the first calibration times, once each: the others (the dearest to time) are filled
 # in by interpolation and, like every knot, refined by the passes the runs make (``learned_shape``). Dropped are
 # upper stair edges, which interpolation charges too little (so the policy drafts them and learns their price),
-# and lengths between stairs. Replayed, with 5 % noise on each timing and the shape kept, 0.5 % behind every
-# length timed exactly ("A calibration of a few seconds, again" in ``benchmarks/recorded/README.md``)
+# and lengths between stairs. Replayed, with 5-10 % noise on each timing and the shape kept, 0.3-0.4 % behind
+# every length timed exactly ("A calibration of a few seconds, again" in ``benchmarks/recorded/README.md``)
 MEASURED_KS = (0, 1, 2, 3, 4, 7, 8, 15, 16, 31, 32, 63)
 METHOD_VERSION = 4  # bumped when the measurement changes, so that curves measured the old way are redone
 # bumped when the loop's pass changes but the linear layers' plans stand: 2, the reserved KV cache and grouped
@@ -128,10 +128,10 @@ def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=1, progress=No
     that were. A longer pass may come out cheaper (a multiple of 8 rows on a CPU): the curve keeps it, so that
     the policy drafts the longer, cheaper length. ``progress(done, total)``, if given, after each timed pass.
 
-    One round lands within 3 % of the best of five on average, 13 % at worst (a pass slowed by chance); the
-    learned shape, kept across runs, corrects a knot timed slow or filled in wrong from the passes drafted
-    there. Two rounds over every length (before session 32) took three times as long for 0.5 % of modelled
-    speed ("A calibration of a few seconds, again" in ``benchmarks/recorded/README.md``)."""
+    One round puts the timed lengths within 1.4-3.8 % of the best of five on average (12 % at worst: a pass
+    slowed by chance), the filled-in ones within 3.6-10.9 % (20 %); the learned shape, kept across runs,
+    corrects a knot timed slow or filled in wrong from the passes drafted there. Two rounds over every length
+    (before session 32) took three times as long for 0.1-0.2 % of modelled speed ("A calibration of a few seconds, again" in ``benchmarks/recorded/README.md``)."""
     if not ks or ks[0] != 0:
         raise ValueError(f"ks must start at 0, got {ks}")
     ks = tuple(ks)
