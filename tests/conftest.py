@@ -18,3 +18,14 @@ def keep_out_of_the_user_cache(request, monkeypatch, session_cache):
         # a replay of a recorded run would load its bundled model's tokenizer for the re-flowed drafts, converting
         # the model into that empty cache first (a minute for Gemma): the slow tests replay with tokenizers
         monkeypatch.setattr("benchmarks.replay._model_text_classes", lambda model: None)
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    """A cache of this test's own, empty, with nothing of it memoised in the process before or after."""
+    from draftless.integration import calibration
+
+    monkeypatch.setenv("DRAFTLESS_CACHE", str(tmp_path))
+    calibration._MEMO.clear()
+    yield tmp_path
+    calibration._MEMO.clear()

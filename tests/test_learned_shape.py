@@ -19,14 +19,6 @@ from tiny_models import repetitive_prompt, tiny_model
 CURVE = CostCurve((0, 8, 16, 32, 64), (1.0, 1.5, 2.0, 3.0, 5.0))
 
 
-@pytest.fixture
-def fresh_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("DRAFTLESS_CACHE", str(tmp_path))
-    calibration._MEMO.clear()
-    yield tmp_path
-    calibration._MEMO.clear()
-
-
 def test_a_starting_shape_is_checked_and_learning_goes_on_from_it():
     start = np.array([0.0, 0.2, -0.1, 0.3, 0.0])
     cost = OnlineCost(CURVE, shape_rate=0.1, log_shape=start)
@@ -50,7 +42,7 @@ def _generate(model, config=None):
     return gen
 
 
-def test_the_next_generator_starts_from_the_shape_the_last_one_kept(fresh_cache):
+def test_the_next_generator_starts_from_the_shape_the_last_one_kept(cache_dir):
     model = tiny_model("llama")
     first = _generate(model)
     assert first.last_stats.start_shape == (0.0,) * len(first.proposer.cost.curve.ks)  # nothing kept yet
@@ -65,7 +57,7 @@ def test_the_next_generator_starts_from_the_shape_the_last_one_kept(fresh_cache)
                           second.proposer.cost.learned_shape())
 
 
-def test_a_rate_of_zero_neither_reads_nor_keeps_a_shape(fresh_cache):
+def test_a_rate_of_zero_neither_reads_nor_keeps_a_shape(cache_dir):
     model = tiny_model("llama")
     gen = _generate(model, AdaptiveConfig(shape_rate=0.0))
     assert not shape_path(model, gen.proposer.cost.curve).exists()
@@ -78,7 +70,7 @@ def test_a_rate_of_zero_neither_reads_nor_keeps_a_shape(fresh_cache):
     assert not again.proposer.cost.learned_shape().any() and not any(again.last_stats.start_shape)
 
 
-def test_a_mismatched_or_unreadable_shape_is_ignored_and_recalibrating_forgets_it(fresh_cache, caplog):
+def test_a_mismatched_or_unreadable_shape_is_ignored_and_recalibrating_forgets_it(cache_dir, caplog):
     model = tiny_model("llama")
     gen = _generate(model)
     curve = gen.proposer.cost.curve
@@ -103,7 +95,7 @@ def test_a_mismatched_or_unreadable_shape_is_ignored_and_recalibrating_forgets_i
     assert not path.exists()
 
 
-def test_a_cache_that_cannot_be_written_loses_the_shape_with_one_warning(fresh_cache, monkeypatch, caplog):
+def test_a_cache_that_cannot_be_written_loses_the_shape_with_one_warning(cache_dir, monkeypatch, caplog):
     import draftless.integration.speculative as speculative
 
     def refuse(model, cost):

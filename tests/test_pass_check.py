@@ -28,14 +28,6 @@ def break_passes_of(model, length, fault="roll"):
     return model.lm_head.register_forward_hook(hook)
 
 
-@pytest.fixture
-def cache_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("DRAFTLESS_CACHE", str(tmp_path))
-    calibration._MEMO.clear()
-    yield tmp_path
-    calibration._MEMO.clear()
-
-
 @pytest.mark.parametrize("kind", ["llama", "gemma3", "qwen2", "gpt2"])  # gemma3: contexts past its window
 def test_every_length_of_a_sound_model_is_exact(kind):
     model = tiny_model(kind)
