@@ -329,8 +329,9 @@ def calibrate(model, progress=None, ks=DEFAULT_KS, max_draft=pass_check.MAX_DRAF
 
 
 def recalibrate(model, progress=None):
-    """Measure this model/device/dtype/threads again, replacing what is cached: for a curve measured while the
-    machine was busy or slow, whose shape the loop's online scaling keeps (``draftless calibrate``). Returns
+    """Measure this model/device/dtype/threads again, replacing what is cached, the shape learned from earlier
+    runs included (``learned_shape``): for plans or a curve measured while the machine was busy or slow
+    (``draftless calibrate``). Returns
     ``(curve, plans, inexact_drafts)``; ``progress`` as ``calibrate`` takes it."""
     _check_calibration_call(model, progress)
     key = calibration_key(model)

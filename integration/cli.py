@@ -7,8 +7,9 @@
     draftless bench [benchmarks.run options]      (forwards to python -m benchmarks.run)
 
 ``calibrate`` measures the cost curve (and the linear layers' forms, and off the CPU the exact pass lengths)
-again, replacing the cached ones: the first measurement is kept for good otherwise, and one taken while the
-machine was busy gives the curve a shape that the loop's online scaling does not correct.
+again, replacing the cached ones and the curve's shape learned from earlier runs: the first measurement is kept
+for good otherwise, its shape corrected pass by pass as runs go (``learned_shape``), while a plan chosen while
+the machine was busy stays.
 
 ``--reference`` names text files (a file a code edit works on, the documents a RAG answer draws on) that are
 drafted from as well as the prompt, without being put in the prompt (``draftless.lookup.ReferenceCorpus``).
