@@ -21,6 +21,7 @@ import numpy as np
 
 from benchmarks.replay import parse_run_arguments, recorded_config, recorded_cost, replay, run_text_classes
 from draftless.lookup import AdaptiveConfig, AdaptiveProposer
+from draftless.lookup.adaptive import cost_model
 from draftless.lookup.cost_model import CostCurve, OnlineCost
 
 SUBSETS = {  # name -> draft lengths kept (None: every length the run calibrated)
@@ -45,7 +46,8 @@ def coarse_curve(full, ks, sigma, rng, filled=False):
 
 
 def price(data, full, noises=(0.0, 0.05, 0.1), seeds=5, shape_rates=(0.0,), pass_noise=0.15, stale=None,
-          subsets=tuple(SUBSETS), across=False, levels=(), first_level=True, kept_shape=False, filled=False):
+          subsets=tuple(SUBSETS), across=False, levels=(), first_level=True, kept_shape=False, filled=False,
+          stair_excess=1.0, at_knots=False):
     """``{(curve name, sigma, shape rate): {suite: [modelled speedup of each draw]}}``: the policy the run used
     drafting under each coarse curve (and ``stale``, another run's curve, if given), learning the curve's shape at
     each of ``shape_rates`` from passes told to take ``full``'s time under log-normal ``pass_noise``, every pass
@@ -55,7 +57,9 @@ def price(data, full, noises=(0.0, 0.05, 0.1), seeds=5, shape_rates=(0.0,), pass
     ``kept_shape``: each request starts a new cost model from the shape the request before it ended with, as
     generators built one per request do with the shape kept on disk (``integration.learned_shape``).
     ``levels``: also draft under the run's curve divided by each (a cached curve off by that factor alone);
-    ``first_level``: the learning's (``OnlineCost``), the library's default by default."""
+    ``first_level``: the learning's (``OnlineCost``), the library's default by default. ``stair_excess``: a pass
+    at a length between the knots of ``full`` is told to take that many times the line between them (the loop's
+    8-row stairs); ``at_knots``: learn from passes at knots only (``AdaptiveConfig.shape_at_knots``)."""
     base = recorded_config(data) if "draftless_config" in data else AdaptiveConfig()  # older runs: the default
     excluded = tuple(data.get("inexact_drafts", ()))
     classes = run_text_classes(data)
@@ -66,26 +70,26 @@ def price(data, full, noises=(0.0, 0.05, 0.1), seeds=5, shape_rates=(0.0,), pass
     for name, ks in curves + fixed:
         for sigma in noises if not isinstance(ks, CostCurve) else (0.0,):
             for rate in shape_rates:
-                config = dataclasses.replace(base, shape_rate=rate, first_level=first_level)
+                config = dataclasses.replace(base, shape_rate=rate, first_level=first_level, shape_at_knots=at_knots)
                 draws = {}
                 for seed in range(seeds if sigma > 0 or (rate > 0 and pass_noise > 0) else 1):
                     rng = np.random.default_rng(seed)
                     curve = ks if isinstance(ks, CostCurve) else coarse_curve(full, ks, sigma, rng, filled)
                     if across:  # given an OnlineCost, the proposer keeps it (and what it learned) as it is
-                        curve = OnlineCost(curve, shape_rate=rate, first_level=config.first_level)
+                        curve = cost_model(config, curve)
                     kept = []  # the proposers made so far: the last one's shape is the next one's start
 
                     def make_one(truth, curve=curve, kept=kept, config=config):
                         cost = curve
                         if kept_shape and not isinstance(curve, OnlineCost):
-                            cost = OnlineCost(curve, shape_rate=config.shape_rate, first_level=config.first_level,
-                                              log_shape=kept[-1].cost.learned_shape() if kept else None)
+                            cost = cost_model(config, curve, kept[-1].cost.learned_shape() if kept else None)
                         kept.append(AdaptiveProposer(config, cost=cost, excluded=excluded, text_classes=classes))
                         return kept[-1]
 
                     make = {"draftless": make_one}
                     def tell(k, rng=rng):  # the pass's time as the loop would have measured it
-                        return float(full.at(k)) * float(np.exp(rng.normal(0.0, pass_noise)))
+                        excess = 1.0 if k in full.ks else stair_excess
+                        return float(full.at(k)) * excess * float(np.exp(rng.normal(0.0, pass_noise)))
 
                     for row in replay(data["outputs"], make, cost=full, told=tell):
                         draws.setdefault(row["suite"], []).append(row["est_speedup"])
@@ -126,6 +130,10 @@ def main(argv=None):
                         help="one cost model for all the run's requests in order, learning across them")
     parser.add_argument("--filled", action="store_true",
                         help="fill each subset's curve in at the run's other lengths by interpolation")
+    parser.add_argument("--stair-excess", type=float, default=1.0,
+                        help="a pass between the run's knots is told to take this many times the line between them")
+    parser.add_argument("--learn-at-knots", action="store_true",
+                        help="learn the shape from passes at the knots' lengths only (shape_at_knots)")
     parser.add_argument("--kept-shape", action="store_true",
                         help="each request starts from the shape the one before it learned (kept on disk)")
     parser.add_argument("--levels", default="",
@@ -159,11 +167,14 @@ def main(argv=None):
     subsets = [x.strip() for x in args.subsets.split(",") if x.strip()]
     if "every" not in subsets or any(x not in SHORT_NAMES for x in subsets):
         parser.error(f"--subsets must name 'every' and others of {', '.join(SHORT_NAMES)}, got {args.subsets!r}")
+    if not 1.0 <= args.stair_excess < 10:
+        parser.error(f"--stair-excess must be in [1, 10), got {args.stair_excess}")
     if args.kept_shape and args.across_requests:
         parser.error("--kept-shape and --across-requests are two ways of carrying what was learned: name one")
     stale = None if args.curve_from is None else recorded_cost(json.loads(args.curve_from.read_text()))
     priced = price(data, full, noises, args.seeds, rates, args.pass_noise, stale, [SHORT_NAMES[x] for x in subsets],
-                   args.across_requests, levels, not args.averaged_level, args.kept_shape, args.filled)
+                   args.across_requests, levels, not args.averaged_level, args.kept_shape, args.filled,
+                   args.stair_excess, args.learn_at_knots)
     sys.stdout.write(markdown(priced))
     if args.json:
         rows = [{"curve": name, "noise": sigma, "shape_rate": rate, "suite": s, "est_speedup": draws}

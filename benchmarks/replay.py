@@ -34,8 +34,8 @@ import numpy as np
 from draftless.lookup import (DraftConfig, LlamaCppLookupRule, NgramRule, PromptLookupRule, ReferenceCorpus,
                               RestRule, SamDecodingRule, SuffixDecodingRule, SuffixProposer)
 from draftless.lookup.acceptance_model import DEFAULT_PRIOR
-from draftless.lookup.adaptive import CPU_SMALL_MODEL, AdaptiveConfig, AdaptiveProposer
-from draftless.lookup.cost_model import CostCurve, OnlineCost
+from draftless.lookup.adaptive import CPU_SMALL_MODEL, AdaptiveConfig, AdaptiveProposer, cost_model
+from draftless.lookup.cost_model import CostCurve
 from draftless.lookup.occurrence import agreement
 
 from .lookup_ceiling import LookupCeilingProposer
@@ -63,7 +63,7 @@ ADAPTIVE_KNOBS = {
 # and before the periodic continuation a draft stopped at the end of the stream; before ``earliest_in_prompt``
 # the "frequent" rule's occurrence stood wherever it lay
 LEGACY_FIELDS = {"copy_share": 0.0, "periodic": False, "earliest_in_prompt": 0, "reflow": False, "shape_rate": 0.0,
-                 "first_level": False}
+                 "first_level": False, "shape_at_knots": False}
 
 
 @functools.lru_cache(maxsize=None)
@@ -105,7 +105,7 @@ def recorded_start(curve, config, run):
     at ``config``'s rate. An ``AdaptiveProposer`` given it drafts as the loop's did, told the run's
     ``pass_seconds``."""
     shape = run.get("start_shape")
-    return OnlineCost(curve, shape_rate=config.shape_rate, first_level=config.first_level, log_shape=shape or None)
+    return cost_model(config, curve, shape or None)
 
 
 class HistoryFactory:

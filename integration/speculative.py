@@ -23,7 +23,7 @@ import torch
 from transformers.generation.utils import GenerateDecoderOnlyOutput
 
 from draftless.lookup import AdaptiveConfig, AdaptiveProposer, DraftConfig, ReferenceCorpus, SuffixProposer
-from draftless.lookup.cost_model import OnlineCost
+from draftless.lookup.adaptive import cost_model
 
 from .acceptance import TokenDraws, greedy_accept, sample_accept
 from .attention import grouped_query_sdpa
@@ -95,8 +95,7 @@ class SpeculativeGenerator:
             # shape as earlier runs learned it kept beside it (``learned_shape``)
             curve = cached_cost_curve(model)
             learned = load_learned_shape(model, curve) if self.config.shape_rate > 0 else None
-            cost = OnlineCost(curve, shape_rate=self.config.shape_rate, first_level=self.config.first_level,
-                              log_shape=learned)
+            cost = cost_model(self.config, curve, learned)
             self.proposer = AdaptiveProposer(self.config, cost=cost, excluded=self.inexact_drafts, corpus=corpus)
             self._keeps_shape = self.config.shape_rate > 0
         self._reflow_pending = (isinstance(self.proposer, AdaptiveProposer) and self.proposer.config.reflow

@@ -124,6 +124,13 @@ class AdaptiveConfig:
     # 1.5x the machine's, the learned shape then drafts exactly as under the right one (averaged: Gemma's
     # multi_turn -3.5 %, code_edit -1.1 %; ``benchmarks.coarse_curve --levels 0.68,1.5 [--averaged-level]``)
     first_level: bool = True
+    # the shape learned from passes drafted at a knot's length only (``OnlineCost(knots_only=True)``). Off: a pass
+    # between knots costs 27-33 % more than the line between them in the loop (the 8-row stairs; 19 such passes of
+    # 540 in session 32's runs) and raises the knots around it, but replayed with that excess and the shape kept,
+    # learning at knots only recovers less of a stale shape's loss (Gemma -3.5 % against -1.2 %, code_edit -7.5 %
+    # against -3.0 %; SmolLM2 -1.6 % against -1.4 %) for +0.2-0.3 % under the right curve
+    # (``benchmarks.coarse_curve --stair-excess 1.3 --kept-shape [--learn-at-knots]``)
+    shape_at_knots: bool = False
 
     def __post_init__(self):
         check_max_draft(self.max_draft)
@@ -147,7 +154,7 @@ class AdaptiveConfig:
             raise ValueError(f"shape_rate must be in [0, 1), got {self.shape_rate}")
         if not self.occurrence_margin >= 0:
             raise ValueError(f"occurrence_margin must be >= 0, got {self.occurrence_margin}")
-        for name in ("periodic", "reflow", "first_level"):
+        for name in ("periodic", "reflow", "first_level", "shape_at_knots"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise TypeError(f"{name} must be a bool, got {type(getattr(self, name)).__name__}")
             object.__setattr__(self, name, bool(getattr(self, name)))  # numpy's bool too, but stored as JSON's
@@ -159,6 +166,13 @@ class AdaptiveConfig:
             if len(rates) != len(LENGTH_EDGES) or not all(0 < x < 1 for x in rates):
                 raise ValueError(f"{name} must hold {len(LENGTH_EDGES)} rates in (0, 1), got {value!r}")
             object.__setattr__(self, name, rates)
+
+
+def cost_model(config, curve, log_shape=None):
+    """The ``OnlineCost`` that ``config`` (an ``AdaptiveConfig``) learns ``curve`` with, from ``log_shape`` if
+    given (a shape learned before)."""
+    return OnlineCost(curve, shape_rate=config.shape_rate, first_level=config.first_level, log_shape=log_shape,
+                      knots_only=config.shape_at_knots)
 
 
 def best_draft_length(expected, cost, excluded=()):
@@ -198,7 +212,7 @@ class AdaptiveProposer:
         self.excluded = tuple(sorted({int(k) for k in excluded}))
         curve = CPU_SMALL_MODEL if cost is None else cost
         if not isinstance(curve, OnlineCost):
-            curve = OnlineCost(curve, shape_rate=self.config.shape_rate, first_level=self.config.first_level)
+            curve = cost_model(self.config, curve)
         self.cost = curve
         self.vocab_size = vocab_size
         if corpus is not None and not isinstance(corpus, ReferenceCorpus):

@@ -73,12 +73,17 @@ class OnlineCost:
     keep it until plain steps came to pin it). Under a curve off by a factor alone, the learned shape then drafts
     as under the right one.
 
+    With ``knots_only`` the shape is learned from passes at a knot's length only: on a CPU a pass between two
+    knots costs more than the line between them says (the 8-row stairs: 27-33 % more in the loop, session 32),
+    which raises both knots, though passes at them cost what they did (``AdaptiveConfig.shape_at_knots``: off,
+    by replay).
+
     ``log_shape`` starts the learning from a shape learned before (``learned_shape()``: one log-multiplier per
     knot, the first 0). The integration layer keeps it on disk beside the calibration, so that a process does
     not learn a stale or quickly measured curve's shape over again.
     """
 
-    def __init__(self, curve, weight=0.2, shape_rate=0.0, first_level=True, log_shape=None):
+    def __init__(self, curve, weight=0.2, shape_rate=0.0, first_level=True, log_shape=None, knots_only=False):
         if not isinstance(curve, CostCurve):
             raise TypeError(f"curve must be a CostCurve, got {type(curve).__name__}")
         if not 0 < weight <= 1:
@@ -92,6 +97,7 @@ class OnlineCost:
         self.shape_rate = float(shape_rate)
         self.scale = 1.0
         self.first_level = bool(first_level)
+        self.knots_only = bool(knots_only)
         self.observed = 0  # passes observed (those with a time)
         self.log_shape = np.zeros(len(curve.ks)) if log_shape is None else checked_log_shape(log_shape, curve)
         self._ks = np.asarray(curve.ks, dtype=np.float64)
@@ -113,7 +119,7 @@ class OnlineCost:
         if self.first_level and self.observed == 1:  # the level from the first pass, the shape from none yet
             self.scale = seconds / self._shaped(k)
             return
-        if self.shape_rate > 0 and k > 0:
+        if self.shape_rate > 0 and k > 0 and (not self.knots_only or k in self.curve.ks):
             residual = np.log(seconds / self.cost(k))
             upper = min(int(np.searchsorted(self._ks, k)), len(self._ks) - 1)  # the knot at or above k
             lower = max(upper - 1, 0)

@@ -117,3 +117,21 @@ def test_the_first_pass_sets_the_level_so_a_curve_off_by_a_factor_learns_no_shap
     assert AdaptiveProposer(AdaptiveConfig(first_level=False), cost=CURVE).cost.first_level is False
     with pytest.raises(TypeError, match="first_level"):
         AdaptiveConfig(first_level="yes")
+
+
+def test_at_knots_only_a_pass_between_knots_moves_the_scale_but_no_knot():
+    # the loop's stairs: a pass at 12 (between the knots 8 and 16) costs more than the line between them says
+    cost = OnlineCost(CURVE, shape_rate=0.1, first_level=False, knots_only=True)
+    cost.observe(12, 1.3 * CURVE.at(12))
+    assert not cost.log_shape.any() and cost.scale > 1  # the level followed, the shape not
+    cost.observe(16, 1.3 * CURVE.at(16))
+    assert cost.log_shape[2] > 0 and cost.log_shape[1] == cost.log_shape[3] == 0.0  # a knot's own pass
+    everywhere = OnlineCost(CURVE, shape_rate=0.1, first_level=False)
+    everywhere.observe(12, 1.3 * CURVE.at(12))
+    assert everywhere.log_shape[1] > 0 and everywhere.log_shape[2] > 0
+    # the config reaches the cost model the proposer builds (off by default: replayed, it recovers less of a
+    # stale shape's loss than learning from every pass)
+    assert AdaptiveProposer(cost=CURVE).cost.knots_only is False
+    assert AdaptiveProposer(AdaptiveConfig(shape_at_knots=True), cost=CURVE).cost.knots_only is True
+    with pytest.raises(TypeError, match="shape_at_knots"):
+        AdaptiveConfig(shape_at_knots=1)

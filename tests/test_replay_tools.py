@@ -81,6 +81,9 @@ def test_coarse_curve_prices_a_shorter_calibration(tmp_path):
     full = CostCurve((0, 1, 7, 8, 15, 16, 63, 64), (1.0, 1.05, 1.4, 1.8, 2.5, 3.1, 6.5, 7.2))
     two = coarse_curve(full, (0, 63), 0.0, np.random.default_rng(0))
     assert two.ks == (0, 63) and two.seconds == (1.0, 6.5)
+    filled = coarse_curve(full, (0, 63), 0.0, np.random.default_rng(0), filled=True)  # as the library fills in
+    assert filled.ks == full.ks and filled.seconds[0] == 1.0 and filled.seconds[-2] == 6.5
+    assert filled.at(15) == pytest.approx(1.0 + 5.5 * 15 / 63) and filled.at(64) == pytest.approx(two.at(64))
     noisy = coarse_curve(full, None, 0.1, np.random.default_rng(0))
     assert noisy.ks == full.ks and noisy.seconds != full.seconds
     assert all(abs(np.log(a / b)) < 0.6 for a, b in zip(noisy.seconds, full.seconds))  # six sigma
@@ -121,9 +124,18 @@ def test_coarse_curve_prices_a_shorter_calibration(tmp_path):
     plain, kept = (coarse_main([str(path), "--noise", "0", "--seeds", "2", "--shape-rates", "0,0.1", "--curve-from",
                                 str(other), "--subsets", "every"] + extra) for extra in ([], ["--kept-shape"]))
     assert set(plain) == set(kept) and plain[("another run's curve", 0.0, 0.0)] == kept[("another run's curve", 0.0, 0.0)]
+    # passes between knots told dearer (the stairs) teach nothing at rate 0, at knots only or not
+    stairs = coarse_main([str(path), "--noise", "0", "--seeds", "2", "--shape-rates", "0,0.1", "--curve-from",
+                          str(other), "--subsets", "every", "--kept-shape", "--stair-excess", "1.3", "--learn-at-knots"])
+    assert stairs[("another run's curve", 0.0, 0.0)] == kept[("another run's curve", 0.0, 0.0)]
+    # two lengths filled in at the others lie on the same line: unlearned, the policy drafts as under the two
+    unfilled, filled = (coarse_main([str(path), "--noise", "0", "--seeds", "1", "--subsets", "every,two"] + extra)
+                        for extra in ([], ["--filled"]))
+    for suite, draws in unfilled[("two: 0, 63", 0.0, 0.0)].items():
+        assert filled[("two: 0, 63", 0.0, 0.0)][suite] == pytest.approx(draws)
     for bad in (["--noise", "0.1"], ["--noise", "x"], ["--seeds", "0"], ["--shape-rates", "1"],
                 ["--pass-noise", "-1"], ["--subsets", "two"], ["--subsets", "every,ten"], ["--levels", "0"],
-                ["--levels", "x"], ["--kept-shape", "--across-requests"]):
+                ["--levels", "x"], ["--kept-shape", "--across-requests"], ["--stair-excess", "0.5"]):
         with pytest.raises(SystemExit):
             coarse_main([str(path)] + bad)
 
