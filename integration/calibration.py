@@ -131,7 +131,8 @@ def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=1, progress=No
     One round puts the timed lengths within 1.4-3.8 % of the best of five on average (12 % at worst: a pass
     slowed by chance), the filled-in ones within 3.6-10.9 % (20 %); the learned shape, kept across runs,
     corrects a knot timed slow or filled in wrong from the passes drafted there. Two rounds over every length
-    (before session 32) took three times as long for 0.1-0.2 % of modelled speed ("A calibration of a few seconds, again" in ``benchmarks/recorded/README.md``)."""
+    (before session 32) took three times as long for 0.1-0.2 % of modelled speed ("A calibration of a few
+    seconds, again" in ``benchmarks/recorded/README.md``)."""
     if not ks or ks[0] != 0:
         raise ValueError(f"ks must start at 0, got {ks}")
     ks = tuple(ks)

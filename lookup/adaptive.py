@@ -127,8 +127,9 @@ class AdaptiveConfig:
     # the shape learned from passes drafted at a knot's length only (``OnlineCost(knots_only=True)``). Off: a
     # pass between knots costs 27-33 % more than the line between them in the loop (the 8-row stairs; 19 such
     # passes against 546 at knots in session 32's runs) and raises the knots around it, but replayed with that
-    # excess and the shape kept, learning at knots only recovers less of a stale shape's loss (Gemma -3.5 % against -1.2 %, code_edit -7.5 %
-    # against -3.0 %; SmolLM2 -1.6 % against -1.4 %) for +0.2-0.3 % under the right curve
+    # excess and the shape kept, learning at knots only recovers less of a stale shape's loss (Gemma -3.5 %
+    # against -1.2 %, code_edit -7.5 % against -3.0 %; SmolLM2 -1.6 % against -1.4 %) for +0.2-0.3 % under the
+    # right curve
     # (``benchmarks.coarse_curve --stair-excess 1.3 --kept-shape [--learn-at-knots]``)
     shape_at_knots: bool = False
 
