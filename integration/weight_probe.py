@@ -1,6 +1,6 @@
 """Which weights a linear layer's forms are timed over (``linear_plan``): enough to stream past the last-level
 cache, as a pass streams every layer, and no more, so that a shape's plan costs a fraction of timing every layer
-of it (Gemma 3 270M's 262k-row output layer alone is 671 MiB)."""
+of it (Gemma 3 270M's 262k-row output layer alone is 671 MB)."""
 
 import glob
 
@@ -11,7 +11,7 @@ from draftless.index.validation import check_positive_int
 # a shape's forms are timed over at least this many bytes of weights, and at least twice the last-level cache,
 # so that the timed weights stream from memory as in a pass (on a CPU with a 32 MiB cache, 32 MiB in two rounds
 # chose Gemma 3 270M's plans up to 30 % slower at 3-9 rows; 64 MiB in three rounds, passes as fast as its whole
-# 189 MiB of MLP and 671 MiB of output layer did)
+# 189 MB of MLP and 671 MB of output layer did)
 MIN_PROBE_BYTES = 64 << 20
 
 
