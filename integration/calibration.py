@@ -187,7 +187,8 @@ _MEMO = {}  # cache file -> decoded value: one disk read per process
 STAGES = ("linear-layer plans", "cost curve", "pass-length check")
 
 
-def _path(model, kind):
+def cache_file(model, kind):
+    """The file under the cache dir where this model's calibration of ``kind`` is kept (``calibration_key``)."""
     return cache_root() / "calibration" / f"{calibration_key(model)}-{kind}.json"
 
 
@@ -211,7 +212,7 @@ def _read(path, decode, warn=True):
 
 def _cached(model, kind, measure, encode, decode):
     """``decode`` of the cached ``kind`` file for this model/device/dtype/threads, or ``measure()`` stored."""
-    path = _path(model, kind)
+    path = cache_file(model, kind)
     value = _read(path, decode)
     if value is None:
         logger.info("measuring %s for this model/device/dtype/threads once (seconds on a small CPU), then "
@@ -304,10 +305,10 @@ def calibrated(model, ks=DEFAULT_KS, max_draft=pass_check.MAX_DRAFT):
     off the CPU, the exact pass lengths up to ``max_draft``. A caller that shows the first calibration's
     progress asks this first, then ``calibrate``s."""
     check_max_draft(max_draft)
-    parts = [(_path(model, "linear-plans"), LinearPlans.from_json), (_path(model, cost_kind(tuple(ks))),
+    parts = [(cache_file(model, "linear-plans"), LinearPlans.from_json), (cache_file(model, cost_kind(tuple(ks))),
                                                                        _curve_decoder(tuple(ks)))]
     if checks_pass_lengths(model):
-        parts.append((_path(model, _inexact_kind(max_draft)), _inexact_decoder(max_draft)))
+        parts.append((cache_file(model, _inexact_kind(max_draft)), _inexact_decoder(max_draft)))
     return all(_read(path, decode, warn=False) is not None for path, decode in parts)
 
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from draftless.lookup.cost_model import CostCurve, OnlineCost, checked_log_shape
 
-from .calibration import _path, calibration_key
+from .calibration import cache_file, calibration_key
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ SHAPE_VERSION = 1  # bumped when what the multipliers mean changes, so that shap
 
 def shape_path(model, curve):
     """Where the shape learned against ``curve`` (at its draft lengths) is kept for this model/device/dtype."""
-    return _path(model, f"shape-v{SHAPE_VERSION}-" + "-".join(map(str, curve.ks)))
+    return cache_file(model, f"shape-v{SHAPE_VERSION}-" + "-".join(map(str, curve.ks)))
 
 
 def load_learned_shape(model, curve):
@@ -68,4 +68,3 @@ def save_learned_shape(model, cost):
     staging.write_text(json.dumps(data))
     os.replace(staging, path)  # atomic: a process starting now reads the old shape or the new, never half
     return path
-

@@ -129,8 +129,7 @@ class AdaptiveConfig:
     # passes against 546 at knots in session 32's runs) and raises the knots around it, but replayed with that
     # excess and the shape kept, learning at knots only recovers less of a stale shape's loss (Gemma -3.5 %
     # against -1.2 %, code_edit -7.5 % against -3.0 %; SmolLM2 -1.6 % against -1.4 %) for +0.2-0.3 % under the
-    # right curve
-    # (``benchmarks.coarse_curve --stair-excess 1.3 --kept-shape [--learn-at-knots]``)
+    # right curve (``benchmarks.coarse_curve --stair-excess 1.3 --kept-shape [--learn-at-knots]``)
     shape_at_knots: bool = False
 
     def __post_init__(self):
