@@ -12,12 +12,6 @@ from draftless.lookup.cost_model import CostCurve
 from tiny_models import tiny_model
 
 
-@pytest.fixture
-def cache_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("DRAFTLESS_CACHE", str(tmp_path))
-    return tmp_path
-
-
 @pytest.mark.parametrize("kind", ["llama", "gemma3"])  # gemma3: a context past its sliding window
 def test_measured_curve_is_well_formed(kind):
     curve = calibration.measure_cost_curve(tiny_model(kind), ks=(0, 2, 8), context=40, repeats=1)

@@ -12,12 +12,6 @@ from tiny_models import tiny_model, tiny_tokenizer
 
 
 @pytest.fixture
-def cache_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("DRAFTLESS_CACHE", str(tmp_path / "cache"))
-    return tmp_path / "cache"
-
-
-@pytest.fixture
 def short_curve(monkeypatch):
     """The curve measured after a short context in one round: the same steps, a fraction of the time."""
     real = calibration.measure_cost_curve
