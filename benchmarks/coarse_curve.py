@@ -87,9 +87,10 @@ def price(data, full, noises=(0.0, 0.05, 0.1), seeds=5, shape_rates=(0.0,), pass
                         return kept[-1]
 
                     make = {"draftless": make_one}
-                    def tell(k, rng=rng):  # the pass's time as the loop would have measured it
+                    def tell(k, head_rows=None, rng=rng):  # the pass's time as the loop would have measured it
                         excess = 1.0 if k in full.ks else stair_excess
-                        return float(full.at(k)) * excess * float(np.exp(rng.normal(0.0, pass_noise)))
+                        seconds = full.at(k) if head_rows is None else full.staged_at(k, head_rows)
+                        return float(seconds) * excess * float(np.exp(rng.normal(0.0, pass_noise)))
 
                     for row in replay(data["outputs"], make, cost=full, told=tell):
                         draws.setdefault(row["suite"], []).append(row["est_speedup"])

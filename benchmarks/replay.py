@@ -35,7 +35,7 @@ from draftless.lookup import (DraftConfig, LlamaCppLookupRule, NgramRule, Prompt
                               RestRule, SamDecodingRule, SuffixDecodingRule, SuffixProposer)
 from draftless.lookup.acceptance_model import DEFAULT_PRIOR
 from draftless.lookup.adaptive import CPU_SMALL_MODEL, AdaptiveConfig, AdaptiveProposer, cost_model
-from draftless.lookup.cost_model import CostCurve
+from draftless.lookup.cost_model import CostCurve, head_products
 from draftless.lookup.occurrence import agreement
 
 from .lookup_ceiling import LookupCeilingProposer
@@ -96,7 +96,8 @@ def recorded_cost(run):
     or the CPU stand-in for a run that recorded none."""
     if "cost_curve" not in run:
         return CPU_SMALL_MODEL
-    return CostCurve(tuple(run["cost_curve"]["ks"]), tuple(run["cost_curve"]["seconds"])).relative()
+    curve = run["cost_curve"]  # with the output layer's times from session 34 on (staged passes)
+    return CostCurve(tuple(curve["ks"]), tuple(curve["seconds"]), tuple(curve.get("head", ()))).relative()
 
 
 def recorded_start(curve, config, run):
@@ -165,8 +166,10 @@ def configurations(grid=False, cost=CPU_SMALL_MODEL, excluded=(), history=False,
     return configs
 
 
-def replay_one(proposer, tokens, prompt_len, max_new_tokens=None, pass_seconds=None):
+def replay_one(proposer, tokens, prompt_len, max_new_tokens=None, pass_seconds=None, head_rows=None):
     """Replay one recorded sequence; returns (passes, accepted per pass list, drafted per pass, seconds).
+    ``head_rows``, a list, gets each pass's output-layer products (``head_products``: staged where the proposer
+    asked, by its ``first_rows``, as the loop stages them).
     With ``max_new_tokens`` (the run's), each draft is capped by the token budget the loop had, rather than by
     the recorded tokens left, which differ when the output stopped early at EOS. ``pass_seconds``: the
     seconds the loop told the proposer each pass took (a run's ``pass_seconds``), or a callable of the draft
@@ -192,11 +195,16 @@ def replay_one(proposer, tokens, prompt_len, max_new_tokens=None, pass_seconds=N
         drafted.append(int(draft.size))
         new = tokens[pos: pos + n + 1]
         pos += new.size
+        first_rows = getattr(proposer, "first_rows", None) if draft.size else None
+        products = head_products(int(draft.size), first_rows, n)
+        if head_rows is not None:
+            head_rows.append(products)
+        staged = () if first_rows is None else (products,)  # told as the loop tells it: only for a staged pass
         record = getattr(proposer, "record_pass", None)  # the peers' rules learn nothing from time
         if record is not None and callable(pass_seconds):
-            record(int(draft.size), float(pass_seconds(draft.size)))
+            record(int(draft.size), float(pass_seconds(draft.size, *staged)), *staged)
         elif record is not None and pass_seconds is not None and len(accepted) <= len(pass_seconds):
-            record(int(draft.size), float(pass_seconds[len(accepted) - 1]))  # past them: the replay diverged
+            record(int(draft.size), float(pass_seconds[len(accepted) - 1]), *staged)  # past them: diverged
         t0 = time.perf_counter()
         proposer.update(new)
         spent += time.perf_counter() - t0
@@ -215,8 +223,9 @@ def replay(outputs, configs, cost=CPU_SMALL_MODEL, told=None):
                                          "hits": defaultdict(int), "tries": defaultdict(int)})
         getattr(make, "start", lambda: None)()
         for rec in outputs:
+            products = []
             passes, accepted, drafted, seconds = replay_one(make(rec["tokens"]), rec["tokens"], rec["prompt_len"],
-                                                            pass_seconds=told)
+                                                            pass_seconds=told, head_rows=products)
             getattr(make, "done", lambda rec: None)(rec)
             for suite in (rec["suite"], "all"):
                 agg = per_suite[suite]
@@ -224,7 +233,7 @@ def replay(outputs, configs, cost=CPU_SMALL_MODEL, told=None):
                 agg["accepted"] += sum(accepted)
                 agg["drafted"] += sum(drafted)
                 agg["seconds"] += seconds
-                agg["model_s"] += float(np.sum(cost.at(np.asarray(drafted)))) if drafted else 0.0
+                agg["model_s"] += sum(cost.staged_at(d, rows) for d, rows in zip(drafted, products))
                 for a, d in zip(accepted, drafted):
                     for i in range(d):
                         agg["tries"][i] += 1

@@ -35,7 +35,7 @@ import torch
 from tqdm import tqdm
 
 from draftless.integration import SpeculativeGenerator, load_model
-from draftless.integration.calibration import calibrate
+from draftless.integration.calibration import calibrate, curve_json
 from draftless.integration.cli import calibration_progress
 from draftless.integration.models import DTYPES, check_device_available, device_name, resolve
 from draftless.lookup import AdaptiveConfig
@@ -115,11 +115,10 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
                 "load_s": round(load_s, 2),
                 "compile_s": round(compile_s, 2), "calibrate_s": round(calibrate_s, 2),
                 "prepare_s": round(prepare_s, 2),
-                "prepared_cost_curves": {name: {"ks": list(c.ks), "seconds": list(c.seconds)}
-                                         for name, c in prepared.items()},
+                "prepared_cost_curves": {name: curve_json(c) for name, c in prepared.items()},
                 "draftless_config": {"kind": "adaptive", **dataclasses.asdict(AdaptiveConfig())},
                 # unrounded: replay must see the curve the policy saw, or a near tie between two lengths flips
-                "cost_curve": {"ks": list(curve.ks), "seconds": list(curve.seconds)},
+                "cost_curve": curve_json(curve),  # with the output layer's times where the calibration took them
                 "inexact_drafts": list(inexact),
                 "threads": torch.get_num_threads(), "runs": runs, "summary": report.summarize(runs),
                 "mismatches": mismatches, "outputs": outputs}
@@ -175,6 +174,9 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
                     runs[-1]["pass_seconds"] = list(stats.pass_seconds)  # what the policy learned its curve from
                     if any(stats.start_shape):  # the shape earlier requests learned, kept on disk (learned_shape)
                         runs[-1]["start_shape"] = list(stats.start_shape)
+                    if stats.staged_passes:  # passes whose output layer was computed in two stages (staged_head)
+                        runs[-1]["staged_passes"] = stats.staged_passes
+                        runs[-1]["head_rows_skipped"] = stats.head_rows_skipped
                 bar.update()
             remember(model, reference[prompt_len:])  # later prompts' draftless_history drafts from it
         if checkpoint is not None:

@@ -10,6 +10,7 @@ copied to another directory share a calibration (``calibration_key``). The adapt
 online by the passes the run makes, and learns its shape from them, kept beside it (``learned_shape``).
 """
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -27,8 +28,9 @@ from draftless.lookup.cost_model import CostCurve
 
 from . import kv_cache, pass_check
 from .attention import grouped_query_sdpa
-from .linear_plan import LinearPlans, fastest_of_rounds, measure_linear_plans, planned_linears, step_counter
+from .linear_plan import LinearPlans, measure_linear_plans, planned_linears, step_counter
 from .models import cache_root
+from .staged_head import HeadClock, StagedHead
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +46,9 @@ DEFAULT_KS = (0, 1, 2, 3, 4, 7, 8, 15, 16, 23, 24, 31, 32, 47, 48, 63, 64)
 MEASURED_KS = (0, 1, 2, 3, 4, 7, 8, 15, 16, 31, 32, 63)
 METHOD_VERSION = 4  # bumped when the measurement changes, so that curves measured the old way are redone
 # bumped when the loop's pass changes but the linear layers' plans stand: 2, the reserved KV cache and grouped
-# key/value heads attended as they are; 3, a longer pass may cost less (kept as measured)
-CURVE_VERSION = 3
+# key/value heads attended as they are; 3, a longer pass may cost less (kept as measured); 4, the output layer's
+# time within each pass kept too (``CostCurve.head``: passes that compute it in stages)
+CURVE_VERSION = 4
 
 
 def processor_identity(device):
@@ -142,28 +145,45 @@ def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=1, progress=No
     if len(measured) < 2 or measured[0] != 0 or not set(measured) <= set(ks) or list(measured) != sorted(set(measured)):
         raise ValueError(f"measured must be increasing lengths of ks, at least 2, starting at 0; got {measured}")
     repeats = check_positive_int(repeats, "repeats")
-    passes = pass_timers(model, measured, context)
+    staging = StagedHead(model)  # whether the loop can stage the output layer on this model: its times kept if so
+    passes = pass_timers(model, measured, context, staging)
     ends = list(dict.fromkeys((passes[-1], passes[0])))  # the longest first: it allocates the largest buffers
     tick = step_counter(progress, len(ends) + len(passes) * repeats)
-    with planned_linears(model, cached_linear_plans(model)), grouped_query_sdpa(model):  # as the loop runs
+    clock = HeadClock(model)  # the output layer's share of each pass, for passes that compute it in stages
+    best, head = [float("inf")] * len(passes), [None] * len(passes)
+    # as the loop runs: each linear layer in its planned form, grouped key/value heads attended as they are
+    with planned_linears(model, cached_linear_plans(model)), grouped_query_sdpa(model), clock.installed():
         for warm in ends:
             warm()
             if tick is not None:
                 tick()
-        best = fastest_of_rounds(passes, repeats, tick, warm_up=False)
-    timed = CostCurve(measured, tuple(best))
-    return CostCurve(ks, tuple(float(timed.at(k)) for k in ks))
+        for _ in range(repeats):  # interleaved rounds, each length's fastest pass kept with its output layer's time
+            for i, run in enumerate(passes):
+                clock.last = None
+                elapsed = run()
+                if elapsed < best[i]:
+                    best[i], head[i] = elapsed, clock.last
+                if tick is not None:
+                    tick()
+    known = staging.supported and all(h is not None and 0 < h < b for h, b in zip(head, best))
+    timed = CostCurve(measured, tuple(best), tuple(head) if known else ())
+    return CostCurve(ks, tuple(float(timed.at(k)) for k in ks),
+                     tuple(float(timed.head_at(k)) for k in ks) if known else ())
 
 
 @torch.no_grad()
-def pass_timers(model, ks, context=256):
+def pass_timers(model, ks, context=256, staging=None):
     """Zero-argument callables, one per draft length in ``ks``, each timing one pass over ``1 + k`` random tokens
-    after the same ``context`` random tokens prefilled (``time_pass``; the cache rolled back after each)."""
+    after the same ``context`` random tokens prefilled (``time_pass``; the cache rolled back after each).
+    ``staging``, a ``StagedHead``, is told at the prefill whether the model's logits are its output layer's."""
     vocab = model.config.get_text_config().vocab_size
     g = torch.Generator().manual_seed(0)
     prompt = torch.randint(0, vocab, (1, context), generator=g).to(model.device)
     cache = kv_cache.new_cache(model, context + max(ks) + 1)
-    model(input_ids=prompt, cache=cache, use_cache=True, logits_to_keep=1)
+    with staging.installed() if staging is not None else contextlib.nullcontext():
+        out = model(input_ids=prompt, cache=cache, use_cache=True, logits_to_keep=1)
+        if staging is not None:
+            staging.check_prefill(out.logits)
     kv_cache.start_recording(cache)
     inputs = [torch.randint(0, vocab, (1, k + 1), generator=g).to(model.device) for k in ks]
     return [functools.partial(time_pass, model, cache, ids, context) for ids in inputs]
@@ -247,7 +267,7 @@ def _curve_decoder(ks):
     def decode(data):
         if tuple(data["ks"]) != ks:
             return None
-        return CostCurve(tuple(data["ks"]), tuple(data["seconds"]))
+        return CostCurve(tuple(data["ks"]), tuple(data["seconds"]), tuple(data.get("head", ())))
 
     return decode
 
@@ -261,8 +281,12 @@ def cached_cost_curve(model, ks=DEFAULT_KS, progress=None):
         cached_linear_plans(model, progress)
         return measure_cost_curve(model, ks, progress=_stage(progress, STAGES[1]))
 
-    return _cached(model, cost_kind(ks), measure, lambda c: {"ks": list(c.ks), "seconds": list(c.seconds)},
-                   _curve_decoder(ks))
+    return _cached(model, cost_kind(ks), measure, curve_json, _curve_decoder(ks))
+
+
+def curve_json(curve):
+    """A ``CostCurve`` as the JSON the cache (and a benchmark's recording) keeps."""
+    return {"ks": list(curve.ks), "seconds": list(curve.seconds), "head": list(curve.head)}
 
 
 def checks_pass_lengths(model):

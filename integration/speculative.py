@@ -13,6 +13,7 @@ distribution as ``model.generate(do_sample=True)`` and, for one seed, the same t
 ``acceptance.sample_accept``).
 """
 
+import contextlib
 import functools
 import logging
 import threading
@@ -33,6 +34,7 @@ from .linear_plan import planned_linears
 from .pass_check import MAX_DRAFT, exact_length, full_precision
 from . import kv_cache
 from .generation_plan import UnsupportedGeneration, embedding_rows, plan_generation, positions_left
+from .staged_head import StagedHead, accept_in_stages
 from .stats import StatsRecorder
 from .token_text import text_classes
 from .verifier import Verifier
@@ -141,9 +143,15 @@ class SpeculativeGenerator:
         accept = greedy_accept
         if plan.do_sample:
             accept = functools.partial(sample_accept, draws=TokenDraws.from_seed(seed, generator))
+        # the output layer in two stages where the proposer asks for it (``staged_head``), checked at the prefill
+        staging = StagedHead(self.model) if hasattr(self.proposer, "first_rows") else None
+        with staging.installed() if staging is not None else contextlib.nullcontext():
+            return self._run_loop(plan, ids, accept, staging, t_start)
+
+    def _run_loop(self, plan, ids, accept, staging, t_start):
         prompt_len = ids.shape[1]
         # the cache never holds more than max_length - 1 positions: a draft is capped by the budget
-        verifier = Verifier(self.model, plan, plan.max_length)
+        verifier = Verifier(self.model, plan, plan.max_length, staging)
         rec = StatsRecorder()
         learned = getattr(getattr(self.proposer, "cost", None), "learned_shape", None)
         if callable(learned):  # the shape the request starts from: with the outputs, what a replay starts from
@@ -173,17 +181,26 @@ class SpeculativeGenerator:
                     draft_np = draft_np[: exact_length(draft_np.size, self.inexact_drafts, self.checked_drafts)]
                 draft = torch.as_tensor(draft_np, device=ids.device)
                 t1 = time.perf_counter()
-                logits = verifier.forward(ids[0, -1], draft)
-                n, tokens, chosen = accept(logits, draft, ids, plan.processors)
+                first_rows = staged_rows(self.proposer, draft.shape[0]) if verifier.stages else None
+                logits = verifier.forward(ids[0, -1], draft, first_rows)
+                head_rows = None
+                if first_rows is None:
+                    n, tokens, chosen = accept(logits, draft, ids, plan.processors)
+                else:  # the rows after the first stage computed only where its draft tokens all held
+                    n, tokens, chosen, logits, head_rows = accept_in_stages(accept, logits, verifier.rest, draft,
+                                                                            ids, plan.processors)
                 verifier.rollback(draft.shape[0] - n)
                 t2 = time.perf_counter()
                 if record_cost is not None:  # an adaptive proposer refines its cost model with real passes
-                    record_cost(int(draft.shape[0]), t2 - t1)
+                    if head_rows is None:
+                        record_cost(int(draft.shape[0]), t2 - t1)
+                    else:
+                        record_cost(int(draft.shape[0]), t2 - t1, head_rows)
                 before = ids.shape[1]
                 ids, done = self._append(plan, ids, tokens, chosen, logits[: n + 1], scores, raw)
                 # a stop (EOS, stop string, criteria) inside the accepted draft drops the tokens after it: the
                 # stats count what the pass kept, so that new tokens = 1 (prefill) + sum(accepted + 1)
-                rec.record_pass(int(draft.shape[0]), min(n, ids.shape[1] - before - 1), t2 - t1)
+                rec.record_pass(int(draft.shape[0]), min(n, ids.shape[1] - before - 1), t2 - t1, head_rows)
                 self.proposer.update(ids[0, before:].cpu().numpy())
                 rec.propose_s += (t1 - t0) + (time.perf_counter() - t2)
                 rec.verify_s += t2 - t1
@@ -253,6 +270,20 @@ class SpeculativeGenerator:
         if plan.streamer is not None and kept:
             plan.streamer.put(ids[:, start:].cpu())
         return ids, stop is not None
+
+
+def staged_rows(proposer, k):
+    """The rows of the output layer the proposer asks the loop to compute first for its latest draft of ``k``
+    tokens (its ``first_rows``: 1 .. k), or None for all at once (None, or ``1 + k``); anything else refused
+    naming the proposer."""
+    rows = getattr(proposer, "first_rows", None)
+    if rows is None or k == 0:
+        return None
+    if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)):
+        raise TypeError(f"the proposer's first_rows must be an int or None, got {type(rows).__name__}")
+    if not 1 <= rows <= k + 1:
+        raise ValueError(f"the proposer's first_rows must lie in [1, {k + 1}] for a draft of {k} tokens, got {rows}")
+    return None if rows == k + 1 else int(rows)
 
 
 def proposed_draft(raw, room, rows):

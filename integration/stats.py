@@ -30,9 +30,13 @@ class GenerationStats:
     draft_trace: tuple = ()
     pass_seconds: tuple = ()
     start_shape: tuple = ()
+    # passes whose output layer was computed in two stages (``staged_head``), and the rows of it not computed
+    # because their draft failed in the first stage
+    staged_passes: int = 0
+    head_rows_skipped: int = 0
 
     def __post_init__(self):
-        for name in ("new_tokens", "passes", "drafted", "accepted"):
+        for name in ("new_tokens", "passes", "drafted", "accepted", "staged_passes", "head_rows_skipped"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.accepted > self.drafted:
@@ -75,8 +79,14 @@ class StatsRecorder:
     trace: list = field(default_factory=list)
     seconds: list = field(default_factory=list)
     start_shape: tuple = ()
+    staged_passes: int = 0
+    head_rows_skipped: int = 0
 
-    def record_pass(self, drafted, accepted, seconds=0.0):
+    def record_pass(self, drafted, accepted, seconds=0.0, head_rows=None):
+        """One pass; ``head_rows``: the row counts of its output layer's products where it was staged."""
+        if head_rows is not None:
+            self.staged_passes += 1
+            self.head_rows_skipped += drafted + 1 - sum(head_rows)
         self.trace.append((drafted, accepted))
         self.seconds.append(seconds)
         self.passes += 1
@@ -92,4 +102,5 @@ class StatsRecorder:
                                accepted=self.accepted, accepted_per_position=tuple(self.per_position),
                                prefill_s=self.prefill_s, propose_s=self.propose_s, verify_s=self.verify_s,
                                total_s=total_s, draft_trace=tuple(self.trace),
-                               pass_seconds=tuple(self.seconds), start_shape=self.start_shape)
+                               pass_seconds=tuple(self.seconds), start_shape=self.start_shape,
+                               staged_passes=self.staged_passes, head_rows_skipped=self.head_rows_skipped)

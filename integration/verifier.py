@@ -14,8 +14,9 @@ class Verifier:
     (cumulative sum of the mask).
     """
 
-    def __init__(self, model, plan, max_positions):
+    def __init__(self, model, plan, max_positions, staging=None):
         self.model = model
+        self.staging = staging  # a ``StagedHead`` whose hooks are installed, or None: never staged
         self.cache_arg = plan.cache_arg
         self.cache = plan.cache if plan.cache is not None else kv_cache.new_cache(model, max_positions)
         kv_cache.check_rollback(self.cache, max_positions)
@@ -29,7 +30,7 @@ class Verifier:
             self.positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
         self.mask = mask
 
-    def _run(self, ids, logits_to_keep):
+    def _run(self, ids, logits_to_keep, raw=False):
         q = ids.shape[1]
         start = self.length
         have = self.positions.shape[1]
@@ -43,19 +44,35 @@ class Verifier:
                          attention_mask=None if self.mask is None else self.mask[:, :start + q],
                          use_cache=True, logits_to_keep=logits_to_keep, **kwargs)
         self.length = start + q
-        return out.logits[0].to(dtype=torch.float32)
+        logits = out.logits[0].to(dtype=torch.float32)
+        return (logits, out.logits) if raw else logits
 
     def prefill(self, prompt_ids):
         """Logits (1, vocab) after the prompt, computed as ``generate`` does (last position only, over the
         prompt tokens the cache does not hold yet)."""
-        logits = self._run(prompt_ids[:, self.length:], 1)
+        logits, raw = self._run(prompt_ids[:, self.length:], 1, raw=True)
+        if self.staging is not None:
+            self.staging.check_prefill(raw)
         kv_cache.start_recording(self.cache)
         return logits
 
-    def forward(self, last_token, draft):
-        """Logits (1 + len(draft), vocab): row i scores the token after ``[last_token] + draft[:i]``."""
+    @property
+    def stages(self):
+        """Whether ``forward`` can compute the output layer in two stages on this model."""
+        return self.staging is not None and self.staging.supported
+
+    def forward(self, last_token, draft, first_rows=None):
+        """Logits (1 + len(draft), vocab): row i scores the token after ``[last_token] + draft[:i]``; with
+        ``first_rows`` (where ``stages``), those rows only, the others then from ``rest``."""
         ids = torch.cat([last_token.view(1, 1), draft.view(1, -1)], dim=1)
-        return self._run(ids, ids.shape[1])
+        if first_rows is None:
+            return self._run(ids, ids.shape[1])
+        with self.staging.first_stage(first_rows):
+            return self._run(ids, ids.shape[1])
+
+    def rest(self):
+        """The logits of the rows after the last ``forward``'s first stage."""
+        return self.staging.rest().to(dtype=torch.float32)[0]
 
     def rollback(self, rejected):
         kv_cache.rollback(self.cache, rejected)

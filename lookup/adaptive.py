@@ -131,6 +131,15 @@ class AdaptiveConfig:
     # against -1.2 %, code_edit -7.5 % against -3.0 %; SmolLM2 -1.6 % against -1.4 %) for +0.2-0.3 % under the
     # right curve (``benchmarks.coarse_curve --stair-excess 1.3 --kept-shape [--learn-at-knots]``)
     shape_at_knots: bool = False
+    # where the calibration timed the output layer within each pass (``CostCurve.head``), a pass may compute it
+    # in two stages, the rows after the first stage only where the draft held through it (``OnlineCost.staged``),
+    # chosen per pass by the expected cost under the acceptance model. Off: on Gemma 3 270M's code_edit (the
+    # output layer 42-70 % of a pass) measured 78.0 against 78.9 tok/s off and 67.2 against 68.8, modelled -0.9 %
+    # and -3.5 %; replayed over 36 suite columns of 12 runs of both models -0.2 % on average, worst -4.5 %, best
+    # +8.2 % (``benchmarks.knob_evidence --knob staged_head``; "The output layer in two stages" in
+    # ``benchmarks/recorded/README.md``): the rows it saves follow drafts that fail early, which the acceptance
+    # model cannot tell from drafts that hold
+    staged_head: bool = False
 
     def __post_init__(self):
         check_max_draft(self.max_draft)
@@ -154,7 +163,7 @@ class AdaptiveConfig:
             raise ValueError(f"shape_rate must be in [0, 1), got {self.shape_rate}")
         if not self.occurrence_margin >= 0:
             raise ValueError(f"occurrence_margin must be >= 0, got {self.occurrence_margin}")
-        for name in ("periodic", "reflow", "first_level", "shape_at_knots"):
+        for name in ("periodic", "reflow", "first_level", "shape_at_knots", "staged_head"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise TypeError(f"{name} must be a bool, got {type(getattr(self, name)).__name__}")
             object.__setattr__(self, name, bool(getattr(self, name)))  # numpy's bool too, but stored as JSON's
@@ -172,7 +181,7 @@ def cost_model(config, curve, log_shape=None):
     """The ``OnlineCost`` that ``config`` (an ``AdaptiveConfig``) learns ``curve`` with, from ``log_shape`` if
     given (a shape learned before)."""
     return OnlineCost(curve, shape_rate=config.shape_rate, first_level=config.first_level, log_shape=log_shape,
-                      knots_only=config.shape_at_knots)
+                      knots_only=config.shape_at_knots, staged=config.staged_head)
 
 
 def best_draft_length(expected, cost, excluded=()):
@@ -219,6 +228,9 @@ class AdaptiveProposer:
             raise TypeError(f"corpus must be a ReferenceCorpus or None, got {type(corpus).__name__}")
         self.corpus = corpus
         self.chosen = []  # (stream length, k) per step: the policy's trace
+        # the rows of the output layer the loop computes first for the latest draft, the rest only where the
+        # draft held through them (``OnlineCost.staged``); None: all at once
+        self.first_rows = None
         self.reflow = None
         self.use_text_classes(text_classes)
 
@@ -252,6 +264,7 @@ class AdaptiveProposer:
 
     def propose(self, max_tokens):
         self._pending = self._ends = None
+        self.first_rows = None
         match = self.index.longest_match()
         k_cap = min(draft_budget(max_tokens), self.config.max_draft)
         copying = self.regime.copying
@@ -273,10 +286,11 @@ class AdaptiveProposer:
         if not options:
             self.chosen.append((len(self.index), 0))
             return EMPTY
-        _, k, length, origin, end = max(options, key=lambda option: option[0])  # the first of equals
+        _, k, length, origin, end, first_rows = max(options, key=lambda option: option[0])  # the first of equals
         self.chosen.append((len(self.index), k))
         if k == 0:
             return EMPTY
+        self.first_rows = first_rows if first_rows < k + 1 else None
         if origin == CORPUS:
             draft = self.view.continuation(k, end)
         elif origin == REFLOWED:  # the copy with the whitespace the model has been writing instead
@@ -289,8 +303,9 @@ class AdaptiveProposer:
 
     def _option(self, length, origin, end, horizon, copying):
         expected = self.acceptance.expected(length, origin, horizon, copying)
-        k, value = best_draft(expected, self.cost.cost, self.excluded)
-        return value, k, length, origin, end
+        cost, first_rows = self.cost.staged(expected)
+        k, value = best_draft(expected, cost.__getitem__, self.excluded)
+        return value, k, length, origin, end, int(first_rows[k])
 
     def source_end(self, match):
         """The end of the earlier occurrence of ``match`` (the index's longest match, at least ``min_match``
@@ -344,5 +359,7 @@ class AdaptiveProposer:
         length = self.index.longest_match().length
         return length if self.view is None else max(length, self.view.length)
 
-    def record_pass(self, k, seconds):
-        self.cost.observe(k, seconds)
+    def record_pass(self, k, seconds, head_rows=None):
+        """A pass over ``1 + k`` tokens took ``seconds``, its output layer computed in products over ``head_rows``
+        rows (``cost_model.head_products``; by default one over all)."""
+        self.cost.observe(k, seconds, head_rows)

@@ -22,6 +22,10 @@ class CostCurve:
 
     ks: tuple
     seconds: tuple
+    # the output layer's share of each pass (seconds of the product over the pass's ``1 + k`` rows, within
+    # ``seconds``), where the calibration timed it: a pass may then compute the output layer in two stages
+    # (``staged_cost``). Empty where unknown: every pass computes it whole
+    head: tuple = ()
 
     def __post_init__(self):
         if len(self.ks) != len(self.seconds) or len(self.ks) < 2:
@@ -34,11 +38,43 @@ class CostCurve:
             raise TypeError(f"seconds must hold numbers, got {self.seconds}")
         if any(not 0 < s < np.inf for s in self.seconds):  # an infinite time would interpolate to NaN
             raise ValueError(f"seconds must be positive and finite, got {self.seconds}")
+        if self.head:
+            if len(self.head) != len(self.ks):
+                raise ValueError(f"head must hold one time per knot ({len(self.ks)}) or none, got {len(self.head)}")
+            if any(isinstance(h, bool) or not isinstance(h, (int, float, np.integer, np.floating)) for h in self.head):
+                raise TypeError(f"head must hold numbers, got {self.head}")
+            if any(not 0 < h < s for h, s in zip(self.head, self.seconds)):
+                raise ValueError(f"head must be positive and below each pass's seconds, got {self.head}")
 
     def at(self, k):
         """c(k) for an int or an array of ints."""
+        return self._interpolated(self.seconds, k)
+
+    def head_at(self, k):
+        """The output layer's seconds within c(k) (over ``1 + k`` rows), for an int or an array of ints; a
+        ValueError where the curve holds no ``head``."""
+        if not self.head:
+            raise ValueError("this curve holds no output-layer times (head)")
+        return self._interpolated(self.head, k)
+
+    def staged_at(self, k, head_rows):
+        """The seconds of a pass over ``1 + k`` tokens whose output layer took products over ``head_rows`` rows
+        (one or two stages): c(k) less the output layer over ``1 + k`` rows, plus it over the first stage's rows,
+        plus for a second stage at least what the whole product costs past the first stage's rows and a one-row
+        product (``OnlineCost.staged``); ``c(k)`` where that is one product over all ``1 + k``, or the curve holds no
+        ``head``."""
+        rows = check_head_rows(head_rows, k)
+        if not self.head or rows == (k + 1,):
+            return self.at(k)
+        whole, first = self.head_at(k), self.head_at(rows[0] - 1)
+        seconds = self.at(k) - whole + first
+        for later in rows[1:]:
+            seconds += max(self.head_at(later - 1), whole - first + self.head_at(0))
+        return float(seconds)
+
+    def _interpolated(self, values, k):
         ks = np.asarray(self.ks, dtype=np.float64)
-        secs = np.asarray(self.seconds, dtype=np.float64)
+        secs = np.asarray(values, dtype=np.float64)
         k = np.asarray(k, dtype=np.float64)
         base = int(np.searchsorted(ks, ks[-1] / 2, side="right")) - 1  # ks[0] == 0 <= half: base >= 0
         slope = (secs[-1] - secs[base]) / (ks[-1] - ks[base])
@@ -47,7 +83,8 @@ class CostCurve:
 
     def relative(self):
         """The curve divided by c(0): what a k-token draft costs in plain steps."""
-        return CostCurve(self.ks, tuple(s / self.seconds[0] for s in self.seconds))
+        c0 = self.seconds[0]
+        return CostCurve(self.ks, tuple(s / c0 for s in self.seconds), tuple(h / c0 for h in self.head))
 
 
 FLAT = CostCurve((0, 64), (1.0, 1.0))  # an accelerator far from saturation: drafting is free
@@ -57,6 +94,9 @@ FLAT = CostCurve((0, 64), (1.0, 1.0))  # an accelerator far from saturation: dra
 # process (a swap, a page fault storm) moves a knot by the learning rate's share of its log-residual only, and
 # a run of them can bend the curve by no more than this
 SHAPE_BOUND = 3.0
+# the row counts a pass's first stage of the output layer may take (``OnlineCost.staged``): a few tokens that tell
+# a draft failing early from one that holds (powers of two, where a CPU's products are cheapest for their rows)
+STAGE_ROWS = (1, 2, 4, 8, 16)
 
 
 class OnlineCost:
@@ -78,12 +118,17 @@ class OnlineCost:
     which raises both knots, though passes at them cost what they did (``AdaptiveConfig.shape_at_knots``: off,
     by replay).
 
+    With ``staged`` (and a curve that holds the output layer's times, ``CostCurve.head``), ``staged`` prices a
+    pass whose output layer is computed in two stages and says where to split it; a staged pass's time is learned
+    from as the whole pass's at the same ratio to the curve (``observe``'s ``head_rows``).
+
     ``log_shape`` starts the learning from a shape learned before (``learned_shape()``: one log-multiplier per
     knot, the first 0). The integration layer keeps it on disk beside the calibration, so that a process does
     not learn a stale or quickly measured curve's shape over again.
     """
 
-    def __init__(self, curve, weight=0.2, shape_rate=0.0, first_level=True, log_shape=None, knots_only=False):
+    def __init__(self, curve, weight=0.2, shape_rate=0.0, first_level=True, log_shape=None, knots_only=False,
+                 staged=False):
         if not isinstance(curve, CostCurve):
             raise TypeError(f"curve must be a CostCurve, got {type(curve).__name__}")
         if not 0 < weight <= 1:
@@ -98,6 +143,7 @@ class OnlineCost:
         self.scale = 1.0
         self.first_level = bool(first_level)
         self.knots_only = bool(knots_only)
+        self.staged_head = bool(staged) and bool(curve.head)  # passes may compute the output layer in two stages
         self.observed = 0  # passes observed (those with a time)
         self.log_shape = np.zeros(len(curve.ks)) if log_shape is None else checked_log_shape(log_shape, curve)
         self._ks = np.asarray(curve.ks, dtype=np.float64)
@@ -106,13 +152,18 @@ class OnlineCost:
         """The learned multiplier at ``k`` (an int or an array), 1 where nothing was learned."""
         return np.exp(np.interp(np.asarray(k, dtype=np.float64), self._ks, self.log_shape))
 
-    def observe(self, k, seconds):
-        """One pass over ``1 + k`` tokens took ``seconds`` (0, a clock too coarse to see it, is ignored)."""
+    def observe(self, k, seconds, head_rows=None):
+        """One pass over ``1 + k`` tokens took ``seconds`` (0, a clock too coarse to see it, is ignored).
+        ``head_rows``: the row counts of each product of the output layer the pass computed, where it computed
+        it in stages (``staged``; by default once over all ``1 + k``): the time is then learned from as the time
+        a whole pass would have taken at the same ratio to the curve's."""
         k = check_positive_int(k, "k", minimum=0)
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float, np.integer, np.floating)):
             raise TypeError(f"seconds must be a number, got {type(seconds).__name__}")
         if not (np.isfinite(seconds) and seconds >= 0):
             raise ValueError(f"seconds must be finite and >= 0, got {seconds}")
+        if head_rows is not None:
+            seconds *= self.curve.at(k) / self.calibrated_pass(k, head_rows)
         if seconds <= 0:
             return
         self.observed += 1
@@ -138,9 +189,66 @@ class OnlineCost:
     def cost(self, k):
         return self.scale * self._shaped(k)
 
+    def calibrated_pass(self, k, head_rows):
+        """The curve's seconds for a pass over ``1 + k`` tokens whose output layer took products over
+        ``head_rows`` rows (``c(k)`` where that is one product over all ``1 + k``, or the curve holds no ``head``)."""
+        return self.curve.staged_at(k, head_rows)
+
+    def staged(self, expected):
+        """``(cost, first_rows)`` at each draft length k = 0 .. ``len(expected) - 1``, given ``expected[k]`` =
+        E[accepted | k]: the expected seconds of the pass when its output layer is computed first over
+        ``first_rows[k]`` rows, and over the rest only where the draft tokens those rows check were all accepted
+        (``first_rows[k]`` = ``1 + k``: in one product, ``cost(k)``). Staging costs one more product where the draft
+        holds and saves the rows after the first stage where it fails early; it is taken where the curve's
+        output-layer times (``head``) and the acceptance model make it cheaper on average."""
+        expected = np.asarray(expected, dtype=np.float64)
+        k = np.arange(expected.size)
+        full = self.cost(k)
+        rows = k + 1
+        if not self.staged_head or expected.size < 2:
+            return full, rows
+        first = np.asarray([f for f in STAGE_ROWS if f < expected.size], dtype=np.int64)
+        survive = np.diff(expected)  # survive[i - 1]: P(the first i draft tokens all accepted)
+        calibrated = self.curve.at(k)
+        whole = self.curve.head_at(k)
+        body = calibrated - whole
+        head_first = self.curve.head_at(first - 1)[None, :]
+        rest = np.clip(k[:, None] - first[None, :], 0, None)  # rows of the second stage: 1 + k - f, minus one
+        # the second stage streams the output layer's weights again: it costs at least what the whole product
+        # costs past the first stage's rows plus a one-row product, so that splitting a draft that holds always
+        # costs more than computing it whole (the in-pass times at two row counts do not add up to that: a
+        # 33-row pass split 32 + 1, modelled 3 % cheaper, ran 11 % dearer than a 32-row one)
+        second = np.maximum(self.curve.head_at(rest), whole[:, None] - head_first + self.curve.head_at(0))
+        staged = body[:, None] + head_first + survive[first - 1][None, :] * second
+        staged = np.where(first[None, :] <= k[:, None], staged, np.inf) * (full / calibrated)[:, None]
+        best = np.argmin(staged, axis=1)
+        cheaper = staged[k, best] < full
+        return np.where(cheaper, staged[k, best], full), np.where(cheaper, first[best], rows)
+
     def learned_shape(self):
         """The log-multiplier learned at each knot of the curve (a copy; the first is 0)."""
         return self.log_shape.copy()
+
+
+def head_products(k, first_rows, accepted):
+    """The row counts of the output layer's products in a pass over ``1 + k`` tokens staged at ``first_rows``
+    (None or ``1 + k``: one product) in which ``accepted`` draft tokens were accepted: the second stage runs only
+    where the first stage's rows accepted every draft token they checked."""
+    if first_rows is None or first_rows >= k + 1:
+        return (k + 1,)
+    return (first_rows, k + 1 - first_rows) if accepted >= first_rows else (first_rows,)
+
+
+def check_head_rows(head_rows, k):
+    """``head_rows`` as a tuple of positive ints that together cover at most the ``1 + k`` rows of a pass."""
+    if isinstance(head_rows, (str, bytes)) or not hasattr(head_rows, "__iter__"):
+        raise TypeError(f"head_rows must be a sequence of row counts, got {type(head_rows).__name__}")
+    rows = tuple(head_rows)
+    if not rows or any(isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 1 for r in rows):
+        raise ValueError(f"head_rows must hold positive row counts, got {rows!r}")
+    if sum(rows) > k + 1:
+        raise ValueError(f"head_rows {rows!r} cover more than the pass's {k + 1} rows")
+    return tuple(int(r) for r in rows)
 
 
 def checked_log_shape(log_shape, curve):

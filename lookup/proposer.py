@@ -3,6 +3,12 @@
 A proposer sees the whole token stream of one request (prompt, then every accepted token) and drafts a
 continuation of it. The loop calls ``reset`` once with the prompt and the first generated token, then per
 step ``propose`` and, after verification, ``update`` with the tokens accepted (bonus token included).
+
+Two optional members: ``record_pass(k, seconds[, head_rows])``, which the loop calls after each pass with its
+draft length and seconds (and, for a staged pass, the row counts of its output layer's products), and
+``first_rows``, read after each ``propose``: None, or how many rows of the output layer (1 to the draft's length)
+the loop computes first, computing the rest only where the draft tokens those rows check were all accepted
+(``integration.staged_head``; the output is the same either way).
 """
 
 from typing import Protocol
