@@ -46,6 +46,22 @@ def test_the_curve_warms_up_its_two_ends_then_keeps_each_lengths_fastest_timed_p
         calibration.measure_cost_curve(tiny_model("llama"), ks=(0, 4), repeats=0)
 
 
+def test_a_length_timed_slower_than_a_longer_one_is_timed_again_once(monkeypatch):
+    timed = []
+    seconds = {0: [0.1], 4: [0.2], 8: [0.5, 0.25], 16: [0.4]}  # k = 8 slowed by chance the first time
+
+    def time_pass(model, cache, ids, context):
+        k = ids.shape[1] - 1
+        timed.append(k)
+        return seconds[k].pop(0) if len(seconds[k]) > 1 else seconds[k][0]
+
+    monkeypatch.setattr(calibration, "time_pass", time_pass)
+    curve = calibration.measure_cost_curve(tiny_model("llama"), ks=(0, 4, 8, 16), context=8)
+    assert timed == [16, 0] + [0, 4, 8, 16] + [8] and curve.seconds == (0.1, 0.2, 0.25, 0.4)
+    assert calibration.slower_than_longer([0.1, 0.3, 0.2, 0.5, 0.15, 0.6]) == [1, 2, 3]
+    assert calibration.slower_than_longer([0.1, 0.2, 0.3]) == []
+
+
 def test_lengths_not_measured_are_interpolated_and_the_default_times_twelve(monkeypatch):
     timed = []
 
