@@ -168,7 +168,10 @@ def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=1, progress=No
                     best[i], head[i] = elapsed, clock.last
                 if tick is not None:
                     tick()
-        for i in slower_than_longer(best):  # timed again, once: most likely slowed by chance
+        again = slower_than_longer(best)
+        if again:
+            logger.info("timing k = %s again: slower than a longer pass", [measured[i] for i in again])
+        for i in again:  # timed again, once: most likely slowed by chance
             clock.last = None
             elapsed = passes[i]()
             if elapsed < best[i]:

@@ -149,6 +149,7 @@ class SpeculativeGenerator:
             return self._run_loop(plan, ids, accept, staging, t_start)
 
     def _run_loop(self, plan, ids, accept, staging, t_start):
+        """The prefill, then propose -> verify -> accept -> update until a stop; ``generate``'s return value."""
         prompt_len = ids.shape[1]
         # the cache never holds more than max_length - 1 positions: a draft is capped by the budget
         verifier = Verifier(self.model, plan, plan.max_length, staging)
@@ -273,17 +274,18 @@ class SpeculativeGenerator:
 
 
 def staged_rows(proposer, k):
-    """The rows of the output layer the proposer asks the loop to compute first for its latest draft of ``k``
-    tokens (its ``first_rows``: 1 .. k), or None for all at once (None, or ``1 + k``); anything else refused
-    naming the proposer."""
+    """The rows of the output layer the proposer asks the loop to compute first for its latest draft, as verified
+    (``k`` tokens, after any cut to the budget or to an exact length), or None for all at once (None, or at least
+    ``1 + k`` rows: a draft cut below the first stage is verified whole); anything but a positive int or None
+    refused naming the proposer."""
     rows = getattr(proposer, "first_rows", None)
-    if rows is None or k == 0:
+    if rows is None:
         return None
     if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)):
         raise TypeError(f"the proposer's first_rows must be an int or None, got {type(rows).__name__}")
-    if not 1 <= rows <= k + 1:
-        raise ValueError(f"the proposer's first_rows must lie in [1, {k + 1}] for a draft of {k} tokens, got {rows}")
-    return None if rows == k + 1 else int(rows)
+    if rows < 1:
+        raise ValueError(f"the proposer's first_rows must be at least 1 (or None), got {rows}")
+    return None if rows >= k + 1 else int(rows)
 
 
 def proposed_draft(raw, room, rows):

@@ -76,7 +76,7 @@ class StagedHead:
         elif output.dtype != logits.dtype and torch.equal(output.to(logits.dtype), logits):
             self.supported, self._dtype = True, logits.dtype
         if not self.supported:
-            logger.info("draftless: the model changes its output layer's products before returning them as "
+            logger.debug("draftless: the model changes its output layer's products before returning them as "
                         "logits; every pass computes the output layer whole")
         return self.supported
 

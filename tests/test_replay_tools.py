@@ -190,7 +190,8 @@ def test_replay_reproduces_the_draft_lengths_measured_with_the_model(name):
 
     data = json.loads((RECORDED / name).read_text())
     config = recorded_config(data)
-    cost = CostCurve(tuple(data["cost_curve"]["ks"]), tuple(data["cost_curve"]["seconds"]))
+    curve = data["cost_curve"]  # with the output layer's times (session 34 on): staged passes replay as run
+    cost = CostCurve(tuple(curve["ks"]), tuple(curve["seconds"]), tuple(curve.get("head", ())))
     runs = {(r["suite"], r["prompt_id"]): r for r in data["runs"] if r["method"] == "draftless"}
     traces = {key: r["draft_trace"] for key, r in runs.items()}
     # a policy that learns its curve's shape is told each pass's recorded seconds, as the loop told it

@@ -19,7 +19,7 @@ KINDS = ["llama", "gemma3", "qwen2", "gpt2"]
 
 
 class Staged:
-    """``inner``'s drafts, each with ``first_rows`` from ``schedule`` in turn (clipped to the draft), and every
+    """``inner``'s drafts, each with ``first_rows`` from ``schedule`` in turn (none for an empty draft), and every
     output-layer product the loop computes counted by a hook."""
 
     def __init__(self, inner, schedule):
@@ -35,7 +35,7 @@ class Staged:
         draft = self.inner.propose(max_tokens)[:max_tokens]
         rows = self.schedule[self.calls % len(self.schedule)]
         self.calls += 1
-        self.first_rows = None if rows is None or draft.size == 0 else min(rows, draft.size)
+        self.first_rows = None if draft.size == 0 else rows
         return draft
 
 
@@ -143,7 +143,7 @@ def test_staging_checks_at_the_prefill_and_the_clock_times_the_output_layer():
     assert clock.last is not None and clock.last > 0
 
 
-@pytest.mark.parametrize("rows, error", [(0, ValueError), (12, ValueError), ("2", TypeError), (2.0, TypeError)])
+@pytest.mark.parametrize("rows, error", [(0, ValueError), (-3, ValueError), ("2", TypeError), (2.0, TypeError)])
 def test_a_proposers_first_rows_is_checked(rows, error):
     model = tiny_model("llama")
     ids = repetitive_prompt(16)
@@ -158,6 +158,17 @@ def test_a_proposers_first_rows_is_checked(rows, error):
     gen = SpeculativeGenerator(model, proposer=Bad(OracleProposer(ref[0].tolist(), length=8), [None]))
     with pytest.raises(error, match="first_rows"):
         gen.generate(ids, max_new_tokens=12, eos_token_id=None)
+
+
+def test_first_rows_past_the_draft_as_verified_mean_one_product():
+    model = tiny_model("llama")
+    ids = repetitive_prompt(16)
+    ref = model.generate(ids, do_sample=False, max_new_tokens=20, eos_token_id=None)
+    rows = products(model)
+    # drafts of 50 cut to the budget (19, then fewer): a first stage of 30 rows is past every one of them
+    gen = SpeculativeGenerator(model, proposer=Staged(OracleProposer(ref[0].tolist(), length=50), [30]))
+    assert torch.equal(gen.generate(ids, max_new_tokens=20, eos_token_id=None), ref)
+    assert gen.last_stats.staged_passes == 0 and rows[1:] == [d + 1 for d, _ in gen.last_stats.draft_trace]
 
 
 @pytest.mark.parametrize("staged_head", [False, True])
