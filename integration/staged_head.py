@@ -23,22 +23,16 @@ import torch
 logger = logging.getLogger(__name__)
 
 
-class StagedHead:
-    """Hooks on ``model``'s output embedding module (none where it has none: nothing is ever staged)."""
+class _OutputLayerHooks:
+    """A pre-hook (``_before``) and a hook (``_after``) on ``model``'s output embedding module, installed for a
+    block by ``installed`` (nothing where the model has no such module)."""
 
     def __init__(self, model):
         head = model.get_output_embeddings() if callable(getattr(model, "get_output_embeddings", None)) else None
         self.head = head if isinstance(head, torch.nn.Module) else None
-        self.supported = False  # known at the prefill: the model returns the module's output as its logits
-        self._first_rows = None  # set for one pass: the rows the module computes now
-        self._rest = None  # the hidden states of the rows after them
-        self._output = None  # the module's latest output and its version (an in-place change bumps it)
-        self._inside = False  # the second stage's own call, which the hooks leave alone
-        self._dtype = None  # the dtype the model casts the module's output to, if any
 
     @contextlib.contextmanager
     def installed(self):
-        """The hooks, for the block (a generation); nothing where the model has no output embedding module."""
         if self.head is None:
             yield self
             return
@@ -48,7 +42,27 @@ class StagedHead:
         finally:
             for handle in handles:
                 handle.remove()
-            self._first_rows = self._rest = self._output = None
+            self._removed()
+
+    def _removed(self):
+        """What to forget once the hooks are gone."""
+
+
+class StagedHead(_OutputLayerHooks):
+    """Hooks on ``model``'s output embedding module (none where it has none: nothing is ever staged), installed
+    for a generation by ``installed``."""
+
+    def __init__(self, model):
+        super().__init__(model)
+        self.supported = False  # known at the prefill: the model returns the module's output as its logits
+        self._first_rows = None  # set for one pass: the rows the module computes now
+        self._rest = None  # the hidden states of the rows after them
+        self._output = None  # the module's latest output and its version (an in-place change bumps it)
+        self._inside = False  # the second stage's own call, which the hooks leave alone
+        self._dtype = None  # the dtype the model casts the module's output to, if any
+
+    def _removed(self):
+        self._first_rows = self._rest = self._output = None
 
     def _before(self, module, args):
         if self._inside or self._first_rows is None or not args:
@@ -121,27 +135,15 @@ def accept_in_stages(accept, first, rest, draft, prefix_ids, processors):
         (f, more.shape[0])
 
 
-class HeadClock:
-    """Times ``model``'s output embedding module within each pass (hooks; on a GPU synchronised at both ends):
-    ``last`` holds the seconds of its latest call, None where it was not called (no such module)."""
+class HeadClock(_OutputLayerHooks):
+    """Times ``model``'s output embedding module within each pass (hooks, installed for a block by
+    ``installed``; on a GPU synchronised at both ends): ``last`` holds the seconds of its latest call, None where
+    it was not called (no such module)."""
 
     def __init__(self, model):
-        head = model.get_output_embeddings() if callable(getattr(model, "get_output_embeddings", None)) else None
-        self.head = head if isinstance(head, torch.nn.Module) else None
+        super().__init__(model)
         self.last = None
         self._start = None
-
-    @contextlib.contextmanager
-    def installed(self):
-        if self.head is None:
-            yield self
-            return
-        handles = [self.head.register_forward_pre_hook(self._before), self.head.register_forward_hook(self._after)]
-        try:
-            yield self
-        finally:
-            for handle in handles:
-                handle.remove()
 
     def _sync(self):
         if self.head.weight.device.type == "cuda":

@@ -60,21 +60,24 @@ def test_staged_passes_equal_generate_wherever_the_draft_fails(kind):
     assert stats.new_tokens == 40 == 1 + stats.passes + stats.accepted
 
 
-def test_all_accepted_runs_both_stages_and_all_rejected_only_the_first():
+def run_counting_products(new_tokens, make, schedule):
+    """A tiny llama's greedy output drafted by ``make(reference tokens)``, staged by ``schedule``, checked against
+    ``generate``; returns the stats and the row counts of every output-layer product (the prefill's first)."""
     model = tiny_model("llama")
     ids = repetitive_prompt(20)
-    ref = model.generate(ids, do_sample=False, max_new_tokens=31, eos_token_id=None)
+    ref = model.generate(ids, do_sample=False, max_new_tokens=new_tokens, eos_token_id=None)
     rows = products(model)
-    gen = SpeculativeGenerator(model, proposer=Staged(OracleProposer(ref[0].tolist(), length=10), [3]))
-    assert torch.equal(gen.generate(ids, max_new_tokens=31, eos_token_id=None), ref)
-    stats = gen.last_stats
+    gen = SpeculativeGenerator(model, proposer=Staged(make(ref[0].tolist()), schedule))
+    assert torch.equal(gen.generate(ids, max_new_tokens=new_tokens, eos_token_id=None), ref)
+    return gen.last_stats, rows
+
+
+def test_all_accepted_runs_both_stages_and_all_rejected_only_the_first():
+    stats, rows = run_counting_products(31, lambda ref: OracleProposer(ref, length=10), [3])
     assert stats.accepted == stats.drafted and stats.staged_passes == stats.passes and stats.head_rows_skipped == 0
     # after the prefill's row: 3 rows, then the other 8 of each pass (fewer in the last, cut by the budget)
     assert rows[1:] == [r for d, _ in stats.draft_trace for r in (3, d + 1 - 3)] and rows[2] == 8
-    rows.clear()
-    gen = SpeculativeGenerator(model, proposer=Staged(WrongProposer(ref[0].tolist(), VOCAB, length=6), [1]))
-    assert torch.equal(gen.generate(ids, max_new_tokens=31, eos_token_id=None), ref)
-    stats = gen.last_stats
+    stats, rows = run_counting_products(31, lambda ref: WrongProposer(ref, VOCAB, length=6), [1])
     # one row a pass, the draft's first token's: every other row skipped (a last pass cut to no draft is not staged)
     assert stats.accepted == 0 and rows[1:] == [1] * stats.passes and stats.head_rows_skipped == stats.drafted
 
@@ -161,14 +164,9 @@ def test_a_proposers_first_rows_is_checked(rows, error):
 
 
 def test_first_rows_past_the_draft_as_verified_mean_one_product():
-    model = tiny_model("llama")
-    ids = repetitive_prompt(16)
-    ref = model.generate(ids, do_sample=False, max_new_tokens=20, eos_token_id=None)
-    rows = products(model)
     # drafts of 50 cut to the budget (19, then fewer): a first stage of 30 rows is past every one of them
-    gen = SpeculativeGenerator(model, proposer=Staged(OracleProposer(ref[0].tolist(), length=50), [30]))
-    assert torch.equal(gen.generate(ids, max_new_tokens=20, eos_token_id=None), ref)
-    assert gen.last_stats.staged_passes == 0 and rows[1:] == [d + 1 for d, _ in gen.last_stats.draft_trace]
+    stats, rows = run_counting_products(20, lambda ref: OracleProposer(ref, length=50), [30])
+    assert stats.staged_passes == 0 and rows[1:] == [d + 1 for d, _ in stats.draft_trace]
 
 
 @pytest.mark.parametrize("staged_head", [False, True])
