@@ -160,22 +160,23 @@ def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=1, progress=No
             warm()
             if tick is not None:
                 tick()
-        for _ in range(repeats):  # interleaved rounds, each length's fastest pass kept with its output layer's time
-            for i, run in enumerate(passes):
-                clock.last = None
-                elapsed = run()
-                if elapsed < best[i]:
-                    best[i], head[i] = elapsed, clock.last
+
+        def time_length(i):  # each length's fastest pass kept, with its output layer's time
+            clock.last = None
+            elapsed = passes[i]()
+            if elapsed < best[i]:
+                best[i], head[i] = elapsed, clock.last
+
+        for _ in range(repeats):  # interleaved rounds
+            for i in range(len(passes)):
+                time_length(i)
                 if tick is not None:
                     tick()
         again = slower_than_longer(best)
         if again:
             logger.info("timing k = %s again: slower than a longer pass", [measured[i] for i in again])
         for i in again:  # timed again, once: most likely slowed by chance
-            clock.last = None
-            elapsed = passes[i]()
-            if elapsed < best[i]:
-                best[i], head[i] = elapsed, clock.last
+            time_length(i)
     known = staging.supported and all(h is not None and 0 < h < b for h, b in zip(head, best))
     timed = CostCurve(measured, tuple(best), tuple(head) if known else ())
     return CostCurve(ks, tuple(float(timed.at(k)) for k in ks),

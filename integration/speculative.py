@@ -144,7 +144,7 @@ class SpeculativeGenerator:
         if plan.do_sample:
             accept = functools.partial(sample_accept, draws=TokenDraws.from_seed(seed, generator))
         # the output layer in two stages where the proposer asks for it (``staged_head``), checked at the prefill
-        staging = StagedHead(self.model) if hasattr(self.proposer, "first_rows") else None
+        staging = StagedHead(self.model) if may_stage(self.proposer) else None
         with staging.installed() if staging is not None else contextlib.nullcontext():
             return self._run_loop(plan, ids, accept, staging, t_start)
 
@@ -271,6 +271,12 @@ class SpeculativeGenerator:
         if plan.streamer is not None and kept:
             plan.streamer.put(ids[:, start:].cpu())
         return ids, stop is not None
+
+
+def may_stage(proposer):
+    """Whether ``proposer`` may ask for a staged output layer: it has ``first_rows`` and does not say otherwise
+    by ``stages_output_layer`` (the adaptive proposer with ``staged_head`` off, the default)."""
+    return hasattr(proposer, "first_rows") and bool(getattr(proposer, "stages_output_layer", True))
 
 
 def staged_rows(proposer, k):

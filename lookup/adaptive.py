@@ -359,6 +359,13 @@ class AdaptiveProposer:
         length = self.index.longest_match().length
         return length if self.view is None else max(length, self.view.length)
 
+    @property
+    def stages_output_layer(self):
+        """Whether this proposer may ask for a staged output layer (``first_rows``): its cost model stages
+        (``AdaptiveConfig.staged_head`` and a curve with the output layer's times). The loop hooks the output
+        layer only then."""
+        return self.cost.staged_head
+
     def record_pass(self, k, seconds, head_rows=None):
         """A pass over ``1 + k`` tokens took ``seconds``, its output layer computed in products over ``head_rows``
         rows (``cost_model.head_products``; by default one over all)."""

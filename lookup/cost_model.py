@@ -24,7 +24,7 @@ class CostCurve:
     seconds: tuple
     # the output layer's share of each pass (seconds of the product over the pass's ``1 + k`` rows, within
     # ``seconds``), where the calibration timed it: a pass may then compute the output layer in two stages
-    # (``staged_cost``). Empty where unknown: every pass computes it whole
+    # (``OnlineCost.staged``). Empty where unknown: every pass computes it whole
     head: tuple = ()
 
     def __post_init__(self):
@@ -163,7 +163,7 @@ class OnlineCost:
         if not (np.isfinite(seconds) and seconds >= 0):
             raise ValueError(f"seconds must be finite and >= 0, got {seconds}")
         if head_rows is not None:
-            seconds *= self.curve.at(k) / self.calibrated_pass(k, head_rows)
+            seconds *= self.curve.at(k) / self.curve.staged_at(k, head_rows)
         if seconds <= 0:
             return
         self.observed += 1
@@ -188,11 +188,6 @@ class OnlineCost:
 
     def cost(self, k):
         return self.scale * self._shaped(k)
-
-    def calibrated_pass(self, k, head_rows):
-        """The curve's seconds for a pass over ``1 + k`` tokens whose output layer took products over
-        ``head_rows`` rows (``c(k)`` where that is one product over all ``1 + k``, or the curve holds no ``head``)."""
-        return self.curve.staged_at(k, head_rows)
 
     def staged(self, expected):
         """``(cost, first_rows)`` at each draft length k = 0 .. ``len(expected) - 1``, given ``expected[k]`` =

@@ -8,7 +8,8 @@ Two optional members: ``record_pass(k, seconds[, head_rows])``, which the loop c
 draft length and seconds (and, for a staged pass, the row counts of its output layer's products), and
 ``first_rows``, read after each ``propose``: None, or how many rows of the output layer (1 to the draft's length)
 the loop computes first, computing the rest only where the draft tokens those rows check were all accepted
-(``integration.staged_head``; the output is the same either way).
+(``integration.staged_head``; the output is the same either way). A proposer with ``first_rows`` that sets
+``stages_output_layer`` false is never staged, and the loop then leaves the output layer unhooked.
 """
 
 from typing import Protocol

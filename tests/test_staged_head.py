@@ -170,7 +170,11 @@ def test_first_rows_past_the_draft_as_verified_mean_one_product():
 
 
 @pytest.mark.parametrize("staged_head", [False, True])
-def test_the_adaptive_policy_stages_where_configured_and_stays_exact(staged_head):
+def test_the_adaptive_policy_stages_where_configured_and_stays_exact(staged_head, monkeypatch):
+    from draftless.integration import speculative
+
+    hooked = []  # generations that hooked the output layer: only those whose proposer may stage
+    monkeypatch.setattr(speculative, "StagedHead", lambda model: hooked.append(model) or StagedHead(model))
     model = tiny_model("gemma3")
     ids = repetitive_prompt(40, seed=4)
     ref = model.generate(ids, do_sample=False, max_new_tokens=48, eos_token_id=None)
@@ -179,6 +183,7 @@ def test_the_adaptive_policy_stages_where_configured_and_stays_exact(staged_head
     assert gen.proposer.cost.staged_head == staged_head
     out = gen.generate(ids, max_new_tokens=48, eos_token_id=None)
     assert torch.equal(out, ref)
+    assert gen.proposer.stages_output_layer == staged_head and len(hooked) == int(staged_head)
     if not staged_head:
         assert gen.last_stats.staged_passes == 0
     assert np.isfinite(gen.proposer.cost.scale)
