@@ -23,7 +23,8 @@ warm-up round, 1.6 s, the passes under them as fast ("... again").
 
 ``planned_linears`` then pads each call's rows with zeros up to the cheapest row count at or above it,
 multiplies in the cheaper order, and drops the extra rows: the real rows' outputs are those rows' products,
-only faster (equal to ``nn.Linear``'s up to float rounding: the sum runs in another order). Where nothing is
+only faster (equal to ``nn.Linear``'s up to float rounding: the sum runs in another order); a wide product in
+the second order is taken in blocks of output features (``transposed_product``). Where nothing is
 gained (a GPU, another BLAS, a layer that is not a plain ``nn.Linear``) a shape's plan is the identity and
 nothing is installed.
 """
@@ -37,6 +38,7 @@ import torch
 
 from draftless.index.validation import check_positive_int
 
+from .blocked_product import transposed_product
 from .weight_probe import probe_bytes, probe_weights
 
 MAX_PADDED_ROWS = 8
@@ -46,17 +48,6 @@ CLEAR_GAIN = 0.9  # change the plain product only for a tenth of its time, so ti
 # it could serve is not timed again: no later round's noise could make it the choice, and the slow forms are the
 # dear ones (Gemma 3 270M's output layer: 2 to 8 rows as ``x @ W.T`` take 2 to 7 times ``W @ x.T``)
 OUT_OF_RACE = 2.0
-# A transposed product's result is written by feature, then copied to rows. For an output layer that copy is
-# tens of megabytes (Gemma 3 270M, 262k x 640, 33 rows: 35 MB, 12 ms of a 130 ms product on a 2-core CPU with a
-# 32 MiB L3 and 512 KiB L2 per core), twice through memory. Taken in blocks of features whose result fits this many
-# bytes, the copy reads from cache: measured over 16-64 rows, that output layer's product 20-27 % faster
-# (33 rows: 164 -> 121 ms), SmolLM2-135M's (49k x 576) 13-33 %, bit for bit the same result; below 8 rows the
-# copy is small and the extra calls cost what they save (2-7 rows: -12 % to +9 %), as they do for a result that
-# fits the L2 anyway (Gemma's 2048 x 640 projections at 33-65 rows: 10-22 % slower blocked)
-OUTPUT_BLOCK_BYTES = 256 * 1024
-BLOCKED_FROM_ROWS = 8
-BLOCKED_FROM_BYTES = 2 * 1024 * 1024  # results of at most this many bytes are taken whole
-BLOCK_MULTIPLE = 256  # block sizes in whole BLAS panels
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,32 +177,6 @@ def _product(weight, bias, flat, target, transposed):
     if bias is not None:
         out = out + bias
     return out.contiguous()
-
-
-def transposed_product(weight, flat, rows):
-    """The first ``rows`` rows of ``flat @ weight.T``, computed as ``weight @ flat.T`` and copied back to rows.
-    From ``BLOCKED_FROM_ROWS`` rows on, a wide weight's product is taken in blocks of its output features whose
-    result (``OUTPUT_BLOCK_BYTES``) stays in cache for that copy: the same products, the same sums, without a
-    second trip through memory for a result of tens of megabytes (see ``OUTPUT_BLOCK_BYTES``)."""
-    features, padded = weight.shape[0], flat.shape[0]
-    step = block_features(features, padded, flat.element_size())
-    if step >= features:
-        return torch.mm(weight, flat.t()).t()[:rows]
-    out = flat.new_empty(rows, features)
-    by_column = flat.t()
-    for start in range(0, features, step):
-        out[:, start:start + step].copy_(torch.mm(weight[start:start + step], by_column).t()[:rows])
-    return out
-
-
-def block_features(features, rows, itemsize):
-    """How many output features one block of a transposed product holds (``transposed_product``): all of them
-    below ``BLOCKED_FROM_ROWS`` rows or for a result of at most ``BLOCKED_FROM_BYTES``, else as many as fill ``OUTPUT_BLOCK_BYTES`` of result, a multiple of
-    ``BLOCK_MULTIPLE``."""
-    if rows < BLOCKED_FROM_ROWS or features * rows * itemsize <= BLOCKED_FROM_BYTES:
-        return features
-    step = OUTPUT_BLOCK_BYTES // (rows * itemsize) // BLOCK_MULTIPLE * BLOCK_MULTIPLE
-    return min(features, max(BLOCK_MULTIPLE, step))
 
 
 def _row_counts(max_rows, wide_rows):

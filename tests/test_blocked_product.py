@@ -1,10 +1,10 @@
-"""A transposed linear product taken in blocks of output features (``linear_plan.transposed_product``): the
+"""A transposed linear product taken in blocks of output features (``blocked_product.transposed_product``): the
 same rows as the product taken whole, blocks sized by the rule, and a model's logits unchanged by it."""
 
 import pytest
 import torch
 
-from draftless.integration import linear_plan
+from draftless.integration import blocked_product, linear_plan
 
 from test_calibration import every_form
 from tiny_models import tiny_model
@@ -13,23 +13,23 @@ from tiny_models import tiny_model
 @pytest.fixture
 def small_blocks(monkeypatch):
     """Blocks small enough that tiny weights are split: 64-feature multiples, 2 KiB of result, from 2 rows."""
-    monkeypatch.setattr(linear_plan, "OUTPUT_BLOCK_BYTES", 2048)
-    monkeypatch.setattr(linear_plan, "BLOCK_MULTIPLE", 64)
-    monkeypatch.setattr(linear_plan, "BLOCKED_FROM_ROWS", 2)
-    monkeypatch.setattr(linear_plan, "BLOCKED_FROM_BYTES", 0)
+    monkeypatch.setattr(blocked_product, "OUTPUT_BLOCK_BYTES", 2048)
+    monkeypatch.setattr(blocked_product, "BLOCK_MULTIPLE", 64)
+    monkeypatch.setattr(blocked_product, "BLOCKED_FROM_ROWS", 2)
+    monkeypatch.setattr(blocked_product, "BLOCKED_FROM_BYTES", 0)
 
 
 def test_block_sizes_follow_the_rule():
-    f = linear_plan.block_features
-    assert f(262144, linear_plan.BLOCKED_FROM_ROWS - 1, 4) == 262144  # few rows: whole
+    f = blocked_product.block_features
+    assert f(262144, blocked_product.BLOCKED_FROM_ROWS - 1, 4) == 262144  # few rows: whole
     assert f(2048, 33, 4) == 2048  # a result that fits the cache anyway: whole
     for rows in (8, 16, 24, 33, 64, 65):
         for itemsize in (4, 2):  # fp32, 16-bit types: as many bytes of result a block
             step = f(262144, rows, itemsize)
-            assert step % linear_plan.BLOCK_MULTIPLE == 0 and step < 262144
-            assert (step * rows * itemsize <= linear_plan.OUTPUT_BLOCK_BYTES
-                    < (step + linear_plan.BLOCK_MULTIPLE) * rows * itemsize)
-    assert f(262144, 10_000, 4) == linear_plan.BLOCK_MULTIPLE  # never less than one multiple
+            assert step % blocked_product.BLOCK_MULTIPLE == 0 and step < 262144
+            assert (step * rows * itemsize <= blocked_product.OUTPUT_BLOCK_BYTES
+                    < (step + blocked_product.BLOCK_MULTIPLE) * rows * itemsize)
+    assert f(262144, 10_000, 4) == blocked_product.BLOCK_MULTIPLE  # never less than one multiple
     assert f(200, 10_000, 4) == 200  # never more than the features
 
 
@@ -40,7 +40,7 @@ def test_blocked_rows_are_the_whole_products_rows(small_blocks, features, rows, 
     weight = torch.randn(features, 48, generator=g)
     flat = torch.cat([torch.randn(rows, 48, generator=g), torch.zeros(padded - rows, 48)])
     whole = torch.mm(weight, flat.t()).t()[:rows]
-    out = linear_plan.transposed_product(weight, flat, rows)
+    out = blocked_product.transposed_product(weight, flat, rows)
     assert out.shape == (rows, features) and torch.allclose(out, whole, atol=1e-5, rtol=1e-5)
     assert torch.equal(out.argmax(-1), whole.argmax(-1))
     bias = torch.randn(features, generator=g)
@@ -53,8 +53,8 @@ def test_a_blocked_product_calls_the_blas_once_per_block(small_blocks, monkeypat
     real = torch.mm
     monkeypatch.setattr(torch, "mm", lambda a, b: calls.append(a.shape[0]) or real(a, b))
     weight, flat = torch.randn(1000, 48), torch.randn(8, 48)
-    linear_plan.transposed_product(weight, flat, 8)
-    step = linear_plan.block_features(1000, 8, 4)
+    blocked_product.transposed_product(weight, flat, 8)
+    step = blocked_product.block_features(1000, 8, 4)
     assert step == 64 and calls == [64] * 15 + [40]
 
 
@@ -68,3 +68,14 @@ def test_a_model_s_logits_are_unchanged_by_blocked_products(small_blocks, kind):
     for a, b in zip(plain, planned):
         assert a.shape == b.shape and torch.allclose(a, b, atol=1e-5)
         assert torch.equal(a.argmax(-1), b.argmax(-1))
+
+
+def test_the_blocked_product_tool_times_both_ways(tmp_path, small_blocks):
+    from benchmarks import blocked_product as tool
+
+    model = tiny_model("llama")
+    result = tool.measure(model, rows=[2, 9], ks=[0, 3], context=12, rounds=2)
+    assert [r["rows"] for r in result["product"]] == [2, 9] and [r["k"] for r in result["pass"]] == [0, 3]
+    assert all(r["whole_ms"] > 0 and r["blocked_ms"] > 0 for part in result.values() for r in part)
+    assert blocked_product.BLOCKED_FROM_ROWS == 2  # switched back on after the whole rounds
+    assert tool.markdown(result).count("| 9 |") == 1
