@@ -1,13 +1,15 @@
 """A transposed linear product taken in blocks of output features (``blocked_product.transposed_product``): the
 same rows as the product taken whole, blocks sized by the rule, and a model's logits unchanged by it."""
 
+import json
+
 import pytest
 import torch
 
 from draftless.integration import blocked_product, linear_plan
 
 from test_calibration import every_form
-from tiny_models import tiny_model
+from tiny_models import tiny_model, tiny_tokenizer
 
 
 @pytest.fixture
@@ -59,12 +61,16 @@ def test_a_blocked_product_calls_the_blas_once_per_block(small_blocks, monkeypat
 
 
 @pytest.mark.parametrize("kind", ["llama", "gemma3", "gpt2"])
-def test_a_model_s_logits_are_unchanged_by_blocked_products(small_blocks, kind):
+def test_a_model_s_logits_are_unchanged_by_blocked_products(small_blocks, kind, monkeypatch):
     model = tiny_model(kind)
     ids = torch.arange(3, 23)[None]
     plain = [model(input_ids=ids[:, :n]).logits for n in (1, 3, 12, 20)]
+    steps = []
+    real = blocked_product.block_features
+    monkeypatch.setattr(blocked_product, "block_features", lambda *a: steps.append((a[0], real(*a))) or steps[-1][1])
     with linear_plan.planned_linears(model, every_form(model)):
         planned = [model(input_ids=ids[:, :n]).logits for n in (1, 3, 12, 20)]
+    assert any(step < features for features, step in steps)  # some products were blocked
     for a, b in zip(plain, planned):
         assert a.shape == b.shape and torch.allclose(a, b, atol=1e-5)
         assert torch.equal(a.argmax(-1), b.argmax(-1))
@@ -79,3 +85,13 @@ def test_the_blocked_product_tool_times_both_ways(tmp_path, small_blocks):
     assert all(r["whole_ms"] > 0 and r["blocked_ms"] > 0 for part in result.values() for r in part)
     assert blocked_product.BLOCKED_FROM_ROWS == 2  # switched back on after the whole rounds
     assert tool.markdown(result).count("| 9 |") == 1
+    model.save_pretrained(tmp_path / "tiny")
+    tiny_tokenizer().save_pretrained(tmp_path / "tiny")
+    out = tmp_path / "b.json"
+    tool.main(["--model", str(tmp_path / "tiny"), "--rows", "3", "--ks", "2,0", "--context", "8", "--rounds", "1",
+               "--json", str(out)])
+    saved = json.loads(out.read_text())
+    assert [r["k"] for r in saved["pass"]] == [0, 2] and saved["context"] == 8 and saved["rounds"] == 1
+    for bad in (["--rows", "0"], ["--ks", "a"], ["--rounds", "0"]):
+        with pytest.raises(SystemExit):
+            tool.main(["--model", str(tmp_path / "tiny"), *bad])
