@@ -6,9 +6,10 @@
 ``integration.blocked_product.transposed_product`` takes a product as ``W @ x.T`` in blocks of output features
 whose result fits the cache, so that its copy back to rows reads from cache. This times, interleaved and
 alternating which goes first each round, keeping each one's fastest: the model's output layer over ``--rows``
-random rows in the transposed order, whole and blocked, as a planned layer computes it (rows contiguous); then one verification pass over ``1 + k`` tokens after
-a ``--context``-token prefill, under the model's cached linear-layer plans, with blocked products switched off
-and on. Ratios only (the host is noisy); equal paths (few rows, small results) show the noise.
+random rows in the transposed order, whole and blocked, as a planned layer computes it (rows contiguous); then
+one verification pass over ``1 + k`` tokens after a ``--context``-token prefill, under the model's cached
+linear-layer plans, with blocked products switched off and on. Ratios only (the host is noisy); equal paths
+(few rows, small results) show the noise.
 """
 
 import argparse
@@ -69,7 +70,8 @@ def measure(model, rows, ks, context=800, rounds=8):
     products = fastest_alternating({r: (lambda r=r: product(r)) for r in rows}, rounds)
     timers = calibration.pass_timers(model, ks, context)
     with planned_linears(model, calibration.cached_linear_plans(model)), grouped_query_sdpa(model):
-        timers[-1](), timers[0]()  # the longest first: it allocates the largest buffers
+        for warm in (timers[-1], timers[0]):  # warmed up, the longest first: it allocates the largest buffers
+            warm()
         passes = fastest_alternating(dict(zip(ks, timers)), rounds)
 
     def table(best, keys, name):
