@@ -20,7 +20,7 @@ import time
 
 import torch
 
-from draftless.integration import blocked_product, calibration
+from draftless.integration import blocked_product, calibration, pass_timing
 from draftless.integration.attention import grouped_query_sdpa
 from draftless.integration.linear_plan import _product, planned_linears
 from draftless.integration.models import DEFAULT_MODEL, load_model
@@ -68,7 +68,7 @@ def measure(model, rows, ks, context=800, rounds=8):
         return time.perf_counter() - t0
 
     products = fastest_alternating({r: (lambda r=r: product(r)) for r in rows}, rounds)
-    timers = calibration.pass_timers(model, ks, context)
+    timers = pass_timing.pass_timers(model, ks, context)
     with planned_linears(model, calibration.cached_linear_plans(model)), grouped_query_sdpa(model):
         for warm in (timers[-1], timers[0]):  # warmed up, the longest first: it allocates the largest buffers
             warm()

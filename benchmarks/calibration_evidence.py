@@ -21,7 +21,7 @@ import time
 import numpy as np
 import torch
 
-from draftless.integration import calibration, linear_plan, load_model
+from draftless.integration import calibration, linear_plan, load_model, pass_timing
 from draftless.integration.attention import grouped_query_sdpa
 
 PLAN_KS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 15, 16, 31, 63)
@@ -43,7 +43,7 @@ def compare_plans(model, probe_mib, rounds=5):
     """Passes under plans timed over a ``probe_mib`` MiB probe and over every layer, best of ``rounds``."""
     probe, probe_s = plans_over(model, probe_mib << 20)
     every, every_s = plans_over(model, None)
-    passes = calibration.pass_timers(model, PLAN_KS)
+    passes = pass_timing.pass_timers(model, PLAN_KS)
     best = {}
     for round_ in range(rounds + 1):  # the first round warms every length up under both plans
         for name, plans in (("every layer", every), ("probe", probe)):
@@ -69,7 +69,7 @@ def compare_curves(model, rounds):
     quick = calibration.measure_cost_curve(model, repeats=rounds)
     quick_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    passes = calibration.pass_timers(model, calibration.DEFAULT_KS)
+    passes = pass_timing.pass_timers(model, calibration.DEFAULT_KS)
     with linear_plan.planned_linears(model, calibration.cached_linear_plans(model)), grouped_query_sdpa(model):
         full = linear_plan.fastest_of_rounds(passes, 5)  # every length warmed up, best of five
     full_s = time.perf_counter() - t0

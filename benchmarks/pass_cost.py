@@ -22,7 +22,8 @@ from transformers.cache_utils import DynamicCache
 
 from draftless.integration import kv_cache
 from draftless.integration.attention import grouped_query_sdpa
-from draftless.integration.calibration import time_pass, cached_linear_plans
+from draftless.integration.calibration import cached_linear_plans
+from draftless.integration.pass_timing import time_pass
 from draftless.integration.linear_plan import fastest_of_rounds, planned_linears
 from draftless.integration.models import DEFAULT_MODEL, load_model
 

@@ -2,7 +2,8 @@
 seconds of one verification pass over 1 + k tokens (measured with those forms in place).
 
 Measured once for the actual model, device, dtype and thread count (on a 2-core CPU with a 32 MiB cache, 1.5 s
-for SmolLM2-135M's linear plans and 1.7 s for its curve, 1.6 s and 2.9 s for Gemma 3 270M's) and cached
+for SmolLM2-135M's linear plans and 1.7 s for its curve, 1.6 s and 2.9 s for Gemma 3 270M's on session 32's host;
+0.4-0.9 s less since session 36, the passes' context filled rather than prefilled: ``pass_timing``) and cached
 on disk under the user cache dir, keyed by all four (and the torch and transformers versions, and the processor
 or GPU behind the device): a changed dtype, thread count or machine recalibrates. "The model" is its
 architecture, not its weights or name: fine-tunes of one base model, a training run's checkpoints and one model
@@ -10,14 +11,12 @@ copied to another directory share a calibration (``calibration_key``). The adapt
 online by the passes the run makes, and learns its shape from them, kept beside it (``learned_shape``).
 """
 
-import contextlib
 import functools
 import hashlib
 import json
 import logging
 import os
 import platform
-import time
 
 import torch
 import transformers
@@ -30,6 +29,7 @@ from . import kv_cache, pass_check
 from .attention import grouped_query_sdpa
 from .linear_plan import LinearPlans, measure_linear_plans, planned_linears, step_counter
 from .models import cache_root
+from .pass_timing import pass_timers
 from .staged_head import HeadClock, StagedHead
 
 logger = logging.getLogger(__name__)
@@ -126,7 +126,8 @@ def calibration_key(model):
 
 @torch.no_grad()
 def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=1, progress=None, measured=None):
-    """Pass time at each draft length in ``ks`` after a ``context``-token prefill: the longest and the shortest
+    """Pass time at each draft length in ``ks`` after ``context`` cached positions (``pass_timing.pass_timers``:
+    one token prefilled, random keys and values for the rest): the longest and the shortest
     of the ``measured`` lengths (by default ``MEASURED_KS`` for ``DEFAULT_KS``, else every length) warmed up
     once each, then each timed in ``repeats`` interleaved rounds, keeping its fastest pass, so that a burst of
     load from another process lands on one length only; the lengths not measured interpolated between those
@@ -196,37 +197,6 @@ def slower_than_longer(seconds):
             out.append(i)
         tail = min(tail, seconds[i])
     return out[::-1]
-
-
-@torch.no_grad()
-def pass_timers(model, ks, context=256, staging=None):
-    """Zero-argument callables, one per draft length in ``ks``, each timing one pass over ``1 + k`` random tokens
-    after the same ``context`` random tokens prefilled (``time_pass``; the cache rolled back after each).
-    ``staging``, a ``StagedHead``, is told at the prefill whether the model's logits are its output layer's."""
-    vocab = model.config.get_text_config().vocab_size
-    g = torch.Generator().manual_seed(0)
-    prompt = torch.randint(0, vocab, (1, context), generator=g).to(model.device)
-    cache = kv_cache.new_cache(model, context + max(ks) + 1)
-    with staging.installed() if staging is not None else contextlib.nullcontext():
-        out = model(input_ids=prompt, cache=cache, use_cache=True, logits_to_keep=1)
-        if staging is not None:
-            staging.check_prefill(out.logits)
-    kv_cache.start_recording(cache)
-    inputs = [torch.randint(0, vocab, (1, k + 1), generator=g).to(model.device) for k in ks]
-    return [functools.partial(time_pass, model, cache, ids, context) for ids in inputs]
-
-
-def time_pass(model, cache, ids, context):
-    """Seconds of one pass over ``ids`` after ``context`` cached positions (rolled back afterwards)."""
-    q = ids.shape[1]
-    positions = torch.arange(context, context + q, device=model.device)[None]
-    t0 = time.perf_counter()
-    model(input_ids=ids, position_ids=positions, cache=cache, use_cache=True, logits_to_keep=q)
-    if model.device.type == "cuda":
-        torch.cuda.synchronize()
-    elapsed = time.perf_counter() - t0
-    kv_cache.rollback(cache, q)
-    return elapsed
 
 
 _MEMO = {}  # cache file -> decoded value: one disk read per process

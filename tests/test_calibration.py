@@ -6,7 +6,7 @@ import os
 import pytest
 import torch
 
-from draftless.integration import calibration, linear_plan
+from draftless.integration import calibration, linear_plan, pass_timing
 from draftless.lookup.cost_model import CostCurve
 
 from tiny_models import tiny_model
@@ -22,7 +22,7 @@ def test_measured_curve_is_well_formed(kind):
 def test_a_longer_pass_measured_cheaper_stays_cheaper(monkeypatch):
     # a CPU's 8-row stair: 16 rows (k = 15) faster than 15 (k = 14); the curve keeps what was measured
     stair = {1: 0.10, 15: 0.45, 16: 0.30, 17: 0.37}
-    monkeypatch.setattr(calibration, "time_pass", lambda model, cache, ids, context: stair[ids.shape[1]])
+    monkeypatch.setattr(pass_timing, "time_pass", lambda model, cache, ids, context: stair[ids.shape[1]])
     curve = calibration.measure_cost_curve(tiny_model("llama"), ks=(0, 14, 15, 16), context=8, repeats=2)
     assert curve.seconds == (0.10, 0.45, 0.30, 0.37)
 
@@ -35,7 +35,7 @@ def test_the_curve_warms_up_its_two_ends_then_keeps_each_lengths_fastest_timed_p
         timed.append(ids.shape[1] - 1)
         return next(seconds)
 
-    monkeypatch.setattr(calibration, "time_pass", time_pass)
+    monkeypatch.setattr(pass_timing, "time_pass", time_pass)
     curve = calibration.measure_cost_curve(tiny_model("llama"), ks=(0, 4, 16), context=8)
     assert timed == [16, 0] + [0, 4, 16]  # the longest first, then one timed round (the default)
     assert curve.seconds == (0.2, 0.5, 0.9)
@@ -55,7 +55,7 @@ def test_a_length_timed_slower_than_a_longer_one_is_timed_again_once(monkeypatch
         timed.append(k)
         return seconds[k].pop(0) if len(seconds[k]) > 1 else seconds[k][0]
 
-    monkeypatch.setattr(calibration, "time_pass", time_pass)
+    monkeypatch.setattr(pass_timing, "time_pass", time_pass)
     curve = calibration.measure_cost_curve(tiny_model("llama"), ks=(0, 4, 8, 16), context=8)
     assert timed == [16, 0] + [0, 4, 8, 16] + [8] and curve.seconds == (0.1, 0.2, 0.25, 0.4)
     assert calibration.slower_than_longer([0.1, 0.3, 0.2, 0.5, 0.15, 0.6]) == [1, 2, 3]
@@ -69,7 +69,7 @@ def test_lengths_not_measured_are_interpolated_and_the_default_times_twelve(monk
         timed.append(ids.shape[1] - 1)
         return 0.1 + 0.01 * (ids.shape[1] - 1)
 
-    monkeypatch.setattr(calibration, "time_pass", time_pass)
+    monkeypatch.setattr(pass_timing, "time_pass", time_pass)
     curve = calibration.measure_cost_curve(tiny_model("llama"), ks=(0, 4, 8, 16), context=8, measured=(0, 8, 16))
     assert sorted(set(timed)) == [0, 8, 16] and curve.ks == (0, 4, 8, 16)
     assert curve.seconds == pytest.approx((0.1, 0.14, 0.18, 0.26))  # 4: half way from 0 to 8
@@ -354,3 +354,32 @@ def test_a_plan_times_forms_out_of_the_race_once_and_still_counts_their_rounds(m
     with pytest.raises(ValueError, match="repeats"):  # the first timed round is the one that decides the race
         linear_plan.measure_plan(modules, max_rows=3, wide_rows=(8,), repeats=0)
 
+
+
+@pytest.mark.parametrize("kind", ["llama", "gemma3", "qwen2", "gpt2"])  # gemma3: a context past its window
+def test_the_timed_context_is_one_prefilled_token_and_random_keys_and_values(kind):
+    model = tiny_model(kind)
+    timers = pass_timing.pass_timers(model, (0, 3), context=20)
+    cache = timers[0].args[1]
+    for i, layer in enumerate(cache.layers):
+        assert cache.get_seq_length(i) == 20
+        assert 1 <= layer.keys.shape[-2] <= 20 and layer.keys.dtype == model.dtype
+        assert layer.keys.shape[:-2] == layer.values.shape[:-2]
+    assert all(run() > 0 for run in timers) and cache.get_seq_length() == 20  # each pass rolled back
+    with torch.no_grad():  # a pass over the filled context: logits for every row, finite
+        out = model(input_ids=torch.tensor([[1, 2, 3]]), position_ids=torch.arange(20, 23)[None], cache=cache,
+                    use_cache=True, logits_to_keep=3)
+    assert out.logits.shape[1] == 3 and torch.isfinite(out.logits).all()
+
+
+def test_the_context_is_filled_only_onto_a_prefilled_cache_and_up_to_its_length():
+    model = tiny_model("llama")
+    cache = pass_timing.pass_timers(model, (0,), context=5)[0].args[1]
+    with pytest.raises(ValueError, match="positions=4"):
+        pass_timing.fill_context(cache, 4, torch.Generator())
+    with pytest.raises(ValueError, match="positions"):
+        pass_timing.fill_context(cache, 0, torch.Generator())
+    with pytest.raises(ValueError, match="context"):
+        pass_timing.pass_timers(model, (0,), context=0)
+    pass_timing.fill_context(cache, 5, torch.Generator())  # already there: nothing appended
+    assert cache.get_seq_length() == 5

@@ -1,0 +1,75 @@
+"""Timing one verification pass at a given draft length after a context of cached positions, as the calibration
+(``calibration.measure_cost_curve``) and the benchmarks that time passes do.
+
+The context is one token prefilled, then random keys and values appended to every layer of the cache
+(``fill_context``): a pass's time depends on how many positions it attends to, not on what they hold, and a
+256-token prefill is a pass over 256 rows, the dearest step of a first calibration after the longest timed pass
+(Gemma 3 270M on a 2-core CPU: 0.55-0.69 s, against 0.09 s for one token and the fill).
+"""
+
+import contextlib
+import functools
+import time
+
+import torch
+
+from draftless.index.validation import check_positive_int
+
+from . import kv_cache
+
+
+def fill_context(cache, positions, generator):
+    """Append random keys and values to each layer of ``cache`` (each holding the same positions, at least one)
+    until it holds ``positions`` (a sliding-window layer keeps its window of them, as after a prefill); the
+    tensors shaped and typed like the layer's own."""
+    positions = check_positive_int(positions, "positions")
+    for i, layer in enumerate(cache.layers):
+        held = cache.get_seq_length(i)
+        if held < 1 or held > positions:
+            raise ValueError(f"layer {i} holds {held} positions: fill_context appends to a prefilled cache up to "
+                             f"positions={positions}")
+        more = positions - held
+        if more == 0:
+            continue
+        keys, values = layer.keys, layer.values
+        new_keys = torch.randn((*keys.shape[:-2], more, keys.shape[-1]), generator=generator).to(keys)
+        new_values = torch.randn((*values.shape[:-2], more, values.shape[-1]), generator=generator).to(values)
+        layer.update(new_keys, new_values)
+
+
+@torch.no_grad()
+def pass_timers(model, ks, context=256, staging=None):
+    """Zero-argument callables, one per draft length in ``ks``, each timing one pass over ``1 + k`` random tokens
+    after ``context`` cached positions (``time_pass``; the cache rolled back after each): one random token
+    prefilled, the rest random keys and values (``fill_context``). ``staging``, a ``StagedHead``, is told at the
+    prefill whether the model's logits are its output layer's."""
+    context = check_positive_int(context, "context")
+    vocab = model.config.get_text_config().vocab_size
+    g = torch.Generator().manual_seed(0)
+    prompt = torch.randint(0, vocab, (1, 1), generator=g).to(model.device)
+    cache = kv_cache.new_cache(model, context + max(ks) + 1)
+    with staging.installed() if staging is not None else contextlib.nullcontext():
+        out = model(input_ids=prompt, cache=cache, use_cache=True, logits_to_keep=1)
+        if staging is not None:
+            staging.check_prefill(out.logits)
+    fill_context(cache, context, g)
+    kv_cache.start_recording(cache)
+    inputs = [torch.randint(0, vocab, (1, k + 1), generator=g).to(model.device) for k in ks]
+    return [functools.partial(_time_pass_by_name, model, cache, ids, context) for ids in inputs]
+
+
+def _time_pass_by_name(*args):
+    return time_pass(*args)  # looked up at call time: tests replace ``time_pass`` with a stand-in
+
+
+def time_pass(model, cache, ids, context):
+    """Seconds of one pass over ``ids`` after ``context`` cached positions (rolled back afterwards)."""
+    q = ids.shape[1]
+    positions = torch.arange(context, context + q, device=model.device)[None]
+    t0 = time.perf_counter()
+    model(input_ids=ids, position_ids=positions, cache=cache, use_cache=True, logits_to_keep=q)
+    if model.device.type == "cuda":
+        torch.cuda.synchronize()
+    elapsed = time.perf_counter() - t0
+    kv_cache.rollback(cache, q)
+    return elapsed
