@@ -45,8 +45,9 @@ DEFAULT_KS = (0, 1, 2, 3, 4, 7, 8, 15, 16, 23, 24, 31, 32, 47, 48, 63, 64)
 # every length timed exactly ("A calibration of a few seconds, again" in ``benchmarks/recorded/README.md``)
 MEASURED_KS = (0, 1, 2, 3, 4, 7, 8, 15, 16, 31, 32, 63)
 # bumped when the measurement changes, so that curves measured the old way are redone; 5: a wide transposed product
-# taken in blocks of output features (``blocked_product.transposed_product``), which changes its forms' race
-METHOD_VERSION = 5
+# taken in blocks of output features (``blocked_product.transposed_product``), which changes its forms' race; 6:
+# oneDNN's matmul raced as a third form (``onednn_product``)
+METHOD_VERSION = 6
 # bumped when the loop's pass changes but the linear layers' plans stand: 2, the reserved KV cache and grouped
 # key/value heads attended as they are; 3, a longer pass may cost less (kept as measured); 4, the output layer's
 # time within each pass kept too (``CostCurve.head``: passes that compute it in stages)

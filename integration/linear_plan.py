@@ -30,7 +30,6 @@ nothing is installed.
 """
 
 import contextlib
-import dataclasses
 import functools
 import time
 
@@ -39,89 +38,22 @@ import torch
 from draftless.index.validation import check_positive_int
 
 from .blocked_product import transposed_product
+from .onednn_product import onednn_product, onednn_supported
+from .plan_tables import (  # noqa: F401 (names kept importable from here)
+    FORMS, MAX_PADDED_ROWS, ONEDNN, PLAIN, TRANSPOSED, LinearPlan, LinearPlans,
+)
 from .weight_probe import probe_bytes, probe_weights
 
-MAX_PADDED_ROWS = 8
-WIDE_ROWS = (16, 32, 64)  # row counts above MAX_PADDED_ROWS: the order measured at the next one up is used
+# oneDNN is raced for, and serves, row counts from this many: below, its products raced faster over a probe but
+# made Gemma 3 270M's whole passes slower (2-4 rows: 5-50 %), and so did 2-4 rows padded up to its 8 (6-36 %);
+# from 5 rows they ran faster (5-8 rows: 10-43 %; session 36, "oneDNN products" in the recorded README)
+ONEDNN_FROM_ROWS = 5
+WIDE_ROWS = (16, 32, 64)  # row counts above MAX_PADDED_ROWS: the form measured at the next one up is used
 CLEAR_GAIN = 0.9  # change the plain product only for a tenth of its time, so timing noise changes nothing
 # after the first timed round, a form that takes more than this many times the fastest form for every row count
 # it could serve is not timed again: no later round's noise could make it the choice, and the slow forms are the
 # dear ones (Gemma 3 270M's output layer: 2 to 8 rows as ``x @ W.T`` take 2 to 7 times ``W @ x.T``)
 OUT_OF_RACE = 2.0
-
-
-@dataclasses.dataclass(frozen=True)
-class LinearPlan:
-    """``pad_to[m]`` rows (``m <= pad_to[m] <= len(pad_to) - 1``) and ``transposed[m]`` (``W @ x.T`` rather
-    than ``x @ W.T``) for ``m`` rows (index 0 unused); above that, ``wide`` holds ``(rows, transposed)`` for
-    row counts up to ``rows`` (the last entry also for any more)."""
-
-    pad_to: tuple
-    transposed: tuple
-    wide: tuple = ()
-
-    def __post_init__(self):
-        if len(self.pad_to) < 1 or len(self.transposed) != len(self.pad_to):
-            raise ValueError("pad_to and transposed must be equally long, index 0 unused")
-        top = len(self.pad_to) - 1
-        if any(not m <= p <= top for m, p in enumerate(self.pad_to) if m):
-            raise ValueError(f"pad_to[m] must lie in [m, {top}], got {self.pad_to}")
-        if any(not rows > top for rows, _ in self.wide) or list(self.wide) != sorted(self.wide):
-            raise ValueError(f"wide rows must rise and exceed {top}, got {self.wide}")
-
-    @classmethod
-    def identity(cls, max_rows=MAX_PADDED_ROWS):
-        return cls(tuple(range(max_rows + 1)), (False,) * (max_rows + 1))
-
-    def choice(self, rows):
-        """``(padded rows, transposed)`` for a call with ``rows`` rows."""
-        if rows < len(self.pad_to):
-            return self.pad_to[rows], self.transposed[rows]
-        for upper, transposed in self.wide:
-            if rows <= upper:
-                return rows, transposed
-        return rows, (self.wide[-1][1] if self.wide else False)
-
-    @property
-    def is_identity(self):
-        return (all(p == m for m, p in enumerate(self.pad_to)) and not any(self.transposed)
-                and not any(t for _, t in self.wide))
-
-    def to_json(self):
-        return {"pad_to": list(self.pad_to), "transposed": list(self.transposed),
-                "wide": [[r, t] for r, t in self.wide]}
-
-    @classmethod
-    def from_json(cls, data):
-        return cls(tuple(int(p) for p in data["pad_to"]), tuple(bool(t) for t in data["transposed"]),
-                   tuple((int(r), bool(t)) for r, t in data["wide"]))
-
-
-@dataclasses.dataclass(frozen=True)
-class LinearPlans:
-    """A ``LinearPlan`` per weight shape ``(out_features, in_features)``; shapes absent keep ``nn.Linear``."""
-
-    by_shape: tuple = ()  # ((out, in), LinearPlan) pairs, sorted by shape
-
-    def __post_init__(self):
-        shapes = [shape for shape, _ in self.by_shape]
-        if shapes != sorted(set(shapes)) or any(not isinstance(p, LinearPlan) for _, p in self.by_shape):
-            raise ValueError("by_shape must hold ((out, in), LinearPlan) pairs, one per shape, sorted")
-
-    def get(self, shape):
-        return dict(self.by_shape).get(tuple(shape))
-
-    @property
-    def is_identity(self):
-        return all(plan.is_identity for _, plan in self.by_shape)
-
-    def to_json(self):
-        return [{"shape": list(shape), "plan": plan.to_json()} for shape, plan in self.by_shape]
-
-    @classmethod
-    def from_json(cls, data):
-        return cls(tuple(sorted((tuple(int(n) for n in item["shape"]), LinearPlan.from_json(item["plan"]))
-                                for item in data)))
 
 
 def fastest_of_rounds(passes, repeats, tick=None, warm_up=True):
@@ -165,12 +97,14 @@ def plain_linears(model):
     return groups
 
 
-def _product(weight, bias, flat, target, transposed):
-    """``flat @ weight.T + bias`` for the rows of ``flat``, computed on ``target`` rows in the given order."""
+def _product(weight, bias, flat, target, form):
+    """``flat @ weight.T + bias`` for the rows of ``flat``, computed on ``target`` rows in the given form."""
     rows = flat.shape[0]
     if target > rows:
         flat = torch.cat([flat, flat.new_zeros(target - rows, flat.shape[1])])
-    if transposed:
+    if form == ONEDNN:
+        return onednn_product(weight, bias, flat)[:rows].contiguous()
+    if form:
         out = transposed_product(weight, flat, rows)
     else:
         out = torch.nn.functional.linear(flat, weight)[:rows]
@@ -183,29 +117,49 @@ def _row_counts(max_rows, wide_rows):
     return list(range(1, max_rows + 1)) + [r for r in wide_rows if r > max_rows]
 
 
+def _form_count(forms, max_rows, wide_rows):
+    """How many (rows, form) pairs ``measure_plan`` times in each round."""
+    return sum(f != ONEDNN or r >= ONEDNN_FROM_ROWS for r in _row_counts(max_rows, wide_rows) for f in forms)
+
+
+def forms_for(weight):
+    """The forms a product with ``weight`` is raced in here: ``PLAIN`` and ``TRANSPOSED`` everywhere, ``ONEDNN``
+    where ``onednn_supported``."""
+    return (PLAIN, TRANSPOSED, ONEDNN) if onednn_supported(weight) else (PLAIN, TRANSPOSED)
+
+
 @torch.no_grad()
-def measure_plan(modules, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats=2, tick=None, nbytes=None):
+def measure_plan(modules, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats=2, tick=None, nbytes=None,
+                 forms=None):
     """The ``LinearPlan`` fastest for ``modules`` (linear layers of one weight shape), timed over
     ``probe_weights(modules, nbytes)`` in turn (``nbytes`` by default ``probe_bytes`` of their device; ``tick``
-    as ``fastest_of_rounds`` takes it)."""
+    as ``fastest_of_rounds`` takes it) in each of ``forms`` (by default ``forms_for`` their weight)."""
     repeats = check_positive_int(repeats, "repeats")  # the first timed round decides which forms race on
     weight = modules[0].weight
+    forms = forms_for(weight) if forms is None else tuple(forms)
+    if not forms or forms[0] != PLAIN or not set(forms) <= set(FORMS):
+        raise ValueError(f"forms must start with PLAIN ({PLAIN}) and be among {FORMS}, got {forms}")
     probed = probe_weights(modules, probe_bytes(weight.device) if nbytes is None else nbytes)
     g = torch.Generator().manual_seed(0)
     sizes = _row_counts(max_rows, wide_rows)
     inputs = {r: torch.randn((r, weight.shape[1]), generator=g).to(device=weight.device, dtype=weight.dtype)
               for r in sizes}
 
-    def timed(rows, transposed):
+    def timed(rows, form):
         t0 = time.perf_counter()
         for w, b in probed:
-            _product(w, b, inputs[rows], rows, transposed)
+            _product(w, b, inputs[rows], rows, form)
         if weight.device.type == "cuda":
             torch.cuda.synchronize()
         return time.perf_counter() - t0
 
-    runs = {(r, t): functools.partial(timed, r, t) for r in sizes for t in (False, True)}
-    next(iter(runs.values()))()  # the shape's first product runs up to 2.7x slow, the others within 5 %: once, untimed
+    runs = {(r, f): functools.partial(timed, r, f) for r in sizes for f in forms
+            if f != ONEDNN or r >= ONEDNN_FROM_ROWS}
+    firsts = {}
+    for rows, form in runs:
+        firsts.setdefault(form, (rows, form))
+    for first in firsts.values():  # a shape's first product in a form runs up to 2.7x slow, the others within 5 %
+        runs[first]()  # once, untimed
     seconds = dict(zip(runs, fastest_of_rounds(list(runs.values()), 1, tick, warm_up=False)))
     racing = in_the_race(seconds, max_rows)
     later = fastest_of_rounds([runs[form] for form in racing], repeats - 1, tick, warm_up=False)
@@ -213,41 +167,52 @@ def measure_plan(modules, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats
         seconds[form] = min(seconds[form], elapsed)
     for _ in range((len(runs) - len(racing)) * (repeats - 1) if tick is not None else 0):
         tick()  # the rounds a form out of the race skips: the caller's progress still ends at its total
-    pad_to, transposed = [0], [False]
+    pad_to, chosen = [0], [PLAIN]
     for rows in range(1, max_rows + 1):
-        best = min(((r, t) for r in range(rows, max_rows + 1) for t in (False, True)), key=seconds.get)
-        if seconds[best] >= CLEAR_GAIN * seconds[(rows, False)]:
-            best = (rows, False)
+        best = min((form for form in seconds if rows <= form[0] <= max_rows and serves(form, rows)), key=seconds.get)
+        if seconds[best] >= CLEAR_GAIN * seconds[(rows, PLAIN)]:
+            best = (rows, PLAIN)
         pad_to.append(best[0])
-        transposed.append(best[1])
-    wide = tuple((r, seconds[(r, True)] < CLEAR_GAIN * seconds[(r, False)]) for r in sizes[max_rows:])
-    return LinearPlan(tuple(pad_to), tuple(transposed), wide)
+        chosen.append(best[1])
+    wide = []
+    for r in sizes[max_rows:]:
+        best = min((f for f in forms if (r, f) in seconds), key=lambda f: seconds[(r, f)])
+        wide.append((r, best if seconds[(r, best)] < CLEAR_GAIN * seconds[(r, PLAIN)] else PLAIN))
+    return LinearPlan(tuple(pad_to), tuple(chosen), tuple(wide))
+
+
+def serves(form, rows):
+    """Whether ``form`` (``(padded rows, form)``) may compute a product of ``rows`` rows: oneDNN's only from
+    ``ONEDNN_FROM_ROWS`` rows, never padded up to from fewer."""
+    return form[1] != ONEDNN or rows >= ONEDNN_FROM_ROWS
 
 
 def in_the_race(seconds, max_rows):
-    """The forms of ``seconds`` (``{(rows, transposed): seconds}`` after one timed round) still worth timing:
-    up to ``max_rows``, each form within ``OUT_OF_RACE`` times the fastest form for some row count it could
-    serve (a form of ``r`` rows serves every row count up to ``r``; the plain form of ``r`` rows is also the
-    ``CLEAR_GAIN`` baseline there); above ``max_rows``, each order within ``OUT_OF_RACE`` times the faster
-    one. A form out of the race is slower than a kept one by more than one round's noise wherever it could be
-    chosen, so its first timing stands."""
+    """The forms of ``seconds`` (``{(rows, form): seconds}`` after one timed round) still worth timing: up to
+    ``max_rows``, each form within ``OUT_OF_RACE`` times the fastest form for some row count it could serve (a
+    form of ``r`` rows serves every row count up to ``r``; the plain form of ``r`` rows is also the
+    ``CLEAR_GAIN`` baseline there); above ``max_rows``, each form within ``OUT_OF_RACE`` times the fastest at
+    its row count. A form out of the race is slower than a kept one by more than one round's noise wherever it
+    could be chosen, so its first timing stands."""
     racing = set()
     for rows in range(1, max_rows + 1):
-        serving = [(r, t) for (r, t) in seconds if rows <= r <= max_rows]
+        serving = [form for form in seconds if rows <= form[0] <= max_rows and serves(form, rows)]
         fastest = min(seconds[form] for form in serving)
         racing.update(form for form in serving if seconds[form] <= OUT_OF_RACE * fastest)
     for rows in sorted({r for r, _ in seconds if r > max_rows}):
-        fastest = min(seconds[(rows, False)], seconds[(rows, True)])
-        racing.update((rows, t) for t in (False, True) if seconds[(rows, t)] <= OUT_OF_RACE * fastest)
+        at_rows = [(r, f) for (r, f) in seconds if r == rows]
+        fastest = min(seconds[form] for form in at_rows)
+        racing.update(form for form in at_rows if seconds[form] <= OUT_OF_RACE * fastest)
     return [form for form in seconds if form in racing]
 
 
 def measure_linear_plans(model, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats=2, progress=None):
     """The ``LinearPlans`` fastest for this model's linear layers on its device and dtype (identity plans left
     out). ``progress(done, total)``, if given, after each timed product (``step_counter``)."""
-    groups = plain_linears(model)
-    tick = step_counter(progress, len(groups) * 2 * len(_row_counts(max_rows, wide_rows)) * repeats)
-    plans = ((shape, measure_plan(modules, max_rows, wide_rows, repeats, tick)) for shape, modules in groups.items())
+    groups = [(shape, modules, forms_for(modules[0].weight)) for shape, modules in plain_linears(model).items()]
+    tick = step_counter(progress, sum(_form_count(forms, max_rows, wide_rows) for _, _, forms in groups) * repeats)
+    plans = ((shape, measure_plan(modules, max_rows, wide_rows, repeats, tick, forms=forms))
+             for shape, modules, forms in groups)
     return LinearPlans(tuple(sorted((s, p) for s, p in plans if not p.is_identity)))
 
 
@@ -272,5 +237,5 @@ def planned_linears(model, plans):
 
 def _planned_forward(weight, bias, plan, x):
     flat = x.reshape(-1, x.shape[-1])
-    target, transposed = plan.choice(flat.shape[0])
-    return _product(weight, bias, flat, target, transposed).reshape(*x.shape[:-1], weight.shape[0])
+    target, form = plan.choice(flat.shape[0])
+    return _product(weight, bias, flat, target, form).reshape(*x.shape[:-1], weight.shape[0])

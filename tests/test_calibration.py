@@ -346,10 +346,12 @@ def test_a_plan_times_forms_out_of_the_race_once_and_still_counts_their_rounds(m
     real_race = linear_plan.in_the_race
     monkeypatch.setattr(linear_plan, "in_the_race", lambda s, m: kept.extend(real_race(s, m)) or kept[:2])
     ticks = []
-    linear_plan.measure_plan(modules, max_rows=3, wide_rows=(8,), repeats=3, tick=lambda: ticks.append(1))
+    orders = (linear_plan.PLAIN, linear_plan.TRANSPOSED)
+    linear_plan.measure_plan(modules, max_rows=3, wide_rows=(8,), repeats=3, tick=lambda: ticks.append(1),
+                             forms=orders)
     forms = 2 * 4  # 1..3 rows and 8, both orders
-    # the shape's first form once untimed (a first product runs slow), a round of all, two more of two
-    assert len(calls) == len(modules) * (1 + forms + 2 * 2) and calls[0] == (1, False)
+    # each form's first product once untimed (a first product runs slow), a round of all, two more of two
+    assert len(calls) == len(modules) * (2 + forms + 2 * 2) and calls[:len(modules) + 1] == [(1, 0)] * len(modules) + [(1, 1)]
     assert len(ticks) == forms * 3  # the progress still ends at the total it announced
     with pytest.raises(ValueError, match="repeats"):  # the first timed round is the one that decides the race
         linear_plan.measure_plan(modules, max_rows=3, wide_rows=(8,), repeats=0)
