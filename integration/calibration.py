@@ -183,8 +183,12 @@ def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=1, progress=No
             time_length(i)
     known = staging.supported and all(h is not None and 0 < h < b for h, b in zip(head, best))
     timed = CostCurve(measured, tuple(best), tuple(head) if known else ())
-    return CostCurve(ks, tuple(float(timed.at(k)) for k in ks),
-                     tuple(float(timed.head_at(k)) for k in ks) if known else ())
+    seconds = tuple(float(timed.at(k)) for k in ks)
+    filled = tuple(float(timed.head_at(k)) for k in ks) if known else ()
+    if not all(0 < h < s for h, s in zip(filled, seconds)):  # extrapolated past a knot timed slow: none kept
+        logger.info("the output layer's times filled in out of range, %s: the curve keeps none", filled)
+        filled = ()
+    return CostCurve(ks, seconds, filled)
 
 
 def slower_than_longer(seconds):

@@ -1,5 +1,6 @@
 """The cost-curve calibration and its on-disk cache (no timing assertions: only shape and keys)."""
 
+import contextlib
 import json
 import os
 
@@ -385,3 +386,33 @@ def test_the_context_is_filled_only_onto_a_prefilled_cache_and_up_to_its_length(
         pass_timing.pass_timers(model, (0,), context=0)
     pass_timing.fill_context(cache, 5, torch.Generator())  # already there: nothing appended
     assert cache.get_seq_length() == 5
+
+
+def test_output_layer_times_filled_in_out_of_range_are_dropped_not_raised(monkeypatch, caplog):
+    clocks = []
+
+    class Clock:  # stands in for ``HeadClock``: the output layer's seconds of the pass just timed
+        def __init__(self, model):
+            self.last = None
+            clocks.append(self)
+
+        def installed(self):
+            return contextlib.nullcontext()
+
+    def curve_with(head):
+        def timed(model, cache, ids, context):
+            clocks[-1].last = head[ids.shape[1] - 1]
+            return 0.01 + 1e-4 * ids.shape[1]
+
+        monkeypatch.setattr(pass_timing, "time_pass", timed)
+        return calibration.measure_cost_curve(tiny_model("llama"), ks=(0, 31, 63, 64), context=8,
+                                              measured=(0, 31, 63))
+
+    monkeypatch.setattr(calibration, "HeadClock", Clock)
+    kept = curve_with({0: 1e-4, 31: 2e-3, 63: 4e-3})
+    assert kept.head == pytest.approx((1e-4, 2e-3, 4e-3, 4e-3 + 2e-3 / 32))  # tiny llama's logits: stageable
+    with caplog.at_level("INFO", logger="draftless.integration.calibration"):
+        # k = 31's output layer timed slow by chance: the line from it through k = 63 runs below 0 by k = 64
+        dropped = curve_with({0: 1e-4, 31: 4e-3, 63: 6e-5})
+    assert dropped.head == () and dropped.at(64) > dropped.at(63) > 0
+    assert any("filled in out of range" in r.getMessage() for r in caplog.records)
