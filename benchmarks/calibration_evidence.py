@@ -4,11 +4,15 @@
   times ``linear_plan.probe_bytes``) against plans timed over every layer of each shape, as passes: both plans
   in place in turn, every length timed in interleaved rounds, best pass kept. Passes as fast under both mean
   the probe chose as well.
+- ``forms``: plans raced in MKL's two operand orders alone (before session 36) against plans raced with oneDNN's
+  matmul as a third form (``linear_plan.forms_for``), then passes under each, every length warmed up, the best
+  of ``--rounds`` interleaved rounds kept, and the seconds each race took.
 - ``curve``: the curve as the library measures it (``MEASURED_KS`` timed in ``--rounds`` rounds after warming
   the two ends, the other lengths filled in) against every length warmed up and the best of five rounds kept,
   and the seconds each took.
 
     python -m benchmarks.calibration_evidence plans --model gemma-3-270m
+    python -m benchmarks.calibration_evidence forms --model gemma-3-270m --rounds 7
     python -m benchmarks.calibration_evidence curve --model gemma-3-270m --rounds 1
 
 Nothing is read from or written to the calibration cache but the linear layers' plans the curve is timed under.
@@ -25,14 +29,16 @@ from draftless.integration import calibration, linear_plan, load_model, pass_tim
 from draftless.integration.attention import grouped_query_sdpa
 
 PLAN_KS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 15, 16, 31, 63)
+FORM_KS = (0, 1, 2, 3, 4, 7, 8, 15, 16, 23, 31, 32, 47, 63)
 
 
-def plans_over(model, nbytes, repeats=2):  # as the library times them
-    """``LinearPlans`` timed over ``nbytes`` of each shape's weights (None: every layer of it)."""
+def plans_over(model, nbytes, repeats=2, forms=None):  # as the library times them
+    """``LinearPlans`` timed over ``nbytes`` of each shape's weights (None: every layer of it), in ``forms`` (by
+    default the library's)."""
     out, t0 = [], time.perf_counter()
     for shape, modules in linear_plan.plain_linears(model).items():
         size = nbytes or sum(m.weight.numel() * m.weight.element_size() for m in modules)
-        plan = linear_plan.measure_plan(modules, repeats=repeats, nbytes=size)
+        plan = linear_plan.measure_plan(modules, repeats=repeats, nbytes=size, forms=forms)
         if not plan.is_identity:
             out.append((shape, plan))
     return linear_plan.LinearPlans(tuple(sorted(out))), time.perf_counter() - t0
@@ -43,19 +49,47 @@ def compare_plans(model, probe_mib, rounds=5):
     """Passes under plans timed over a ``probe_mib`` MiB probe and over every layer, best of ``rounds``."""
     probe, probe_s = plans_over(model, probe_mib << 20)
     every, every_s = plans_over(model, None)
-    passes = pass_timing.pass_timers(model, PLAN_KS)
-    best = {}
-    for round_ in range(rounds + 1):  # the first round warms every length up under both plans
-        for name, plans in (("every layer", every), ("probe", probe)):
-            with linear_plan.planned_linears(model, plans), grouped_query_sdpa(model):
-                for k, run in zip(PLAN_KS, passes):
-                    seconds = run()
-                    if round_:
-                        best[name, k] = min(best.get((name, k), np.inf), seconds)
+    best = passes_under(model, {"every layer": every, "probe": probe}, PLAN_KS, rounds)
     lines = [f"plans timed over every layer: {every_s:.2f} s; over a {probe_mib} MiB probe: {probe_s:.2f} s", "",
              "| k | pass, every-layer plans (ms) | pass, probe plans (ms) | ratio |", "|---|---|---|---|"]
     for k in PLAN_KS:
         a, b = best["every layer", k], best["probe", k]
+        lines.append(f"| {k} | {1e3 * a:.1f} | {1e3 * b:.1f} | {b / a:.3f} |")
+    return lines
+
+
+@torch.no_grad()
+def passes_under(model, named_plans, ks, rounds):
+    """The best of ``rounds`` passes at each of ``ks`` under each of ``named_plans`` (``{name: LinearPlans}``),
+    interleaved, after a round that warms every length up under each: ``{(name, k): seconds}``."""
+    passes = pass_timing.pass_timers(model, ks)
+    best = {}
+    for round_ in range(rounds + 1):
+        for name, plans in named_plans.items():
+            with linear_plan.planned_linears(model, plans), grouped_query_sdpa(model):
+                for k, run in zip(ks, passes):
+                    seconds = run()
+                    if round_:
+                        best[name, k] = min(best.get((name, k), np.inf), seconds)
+    return best
+
+
+def compare_forms(model, rounds):
+    """Passes under plans raced in MKL's two orders alone and with oneDNN's matmul too, best of ``rounds``."""
+    probe = linear_plan.probe_bytes(model.device)
+    two, two_s = plans_over(model, probe, forms=(linear_plan.PLAIN, linear_plan.TRANSPOSED))
+    every, every_s = plans_over(model, probe)
+    best = passes_under(model, {"two": two, "every": every}, FORM_KS, rounds)
+    names = {linear_plan.PLAIN: "plain", linear_plan.TRANSPOSED: "transposed", linear_plan.ONEDNN: "oneDNN"}
+    lines = [f"plans raced in two forms: {two_s:.2f} s; with oneDNN's too: {every_s:.2f} s "
+             f"(oneDNN raced here: {linear_plan.ONEDNN in linear_plan.forms_for(next(model.parameters()))})", "",
+             "| weight shape | forms at 1..8 rows (padded to) | 16, 32, 64 rows |", "|---|---|---|"]
+    for shape, plan in every.by_shape:
+        narrow = ", ".join(f"{names[f]} ({p})" for p, f in zip(plan.pad_to[1:], plan.forms[1:]))
+        lines.append(f"| {shape[0]} x {shape[1]} | {narrow} | {', '.join(names[f] for _, f in plan.wide)} |")
+    lines += ["", "| k | pass, two forms (ms) | pass, with oneDNN (ms) | ratio |", "|---|---|---|---|"]
+    for k in FORM_KS:
+        a, b = best["two", k], best["every", k]
         lines.append(f"| {k} | {1e3 * a:.1f} | {1e3 * b:.1f} | {b / a:.3f} |")
     return lines
 
@@ -88,15 +122,22 @@ def compare_curves(model, rounds):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks.calibration_evidence",
                                      description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("plans", "curve"))
+    parser.add_argument("what", choices=("plans", "forms", "curve"))
     parser.add_argument("--model", default="gemma-3-270m")
     parser.add_argument("--probe-mib", type=int, default=64, help="plans: MiB of weights a shape is timed over")
-    parser.add_argument("--rounds", type=int, default=1, help="curve: timed rounds after warming the ends")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="curve: timed rounds after warming the ends (1); forms: rounds of passes kept (7)")
     args = parser.parse_args(argv)
-    if args.probe_mib < 1 or args.rounds < 1:
+    rounds = args.rounds if args.rounds is not None else (7 if args.what == "forms" else 1)
+    if args.probe_mib < 1 or rounds < 1:
         parser.error("--probe-mib and --rounds must be at least 1")
     model, _ = load_model(args.model)
-    lines = compare_plans(model, args.probe_mib) if args.what == "plans" else compare_curves(model, args.rounds)
+    if args.what == "plans":
+        lines = compare_plans(model, args.probe_mib)
+    elif args.what == "forms":
+        lines = compare_forms(model, rounds)
+    else:
+        lines = compare_curves(model, rounds)
     sys.stdout.write("\n".join(lines) + "\n")
 
 

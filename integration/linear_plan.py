@@ -1,5 +1,5 @@
 """Every linear layer's fastest form on this device: its input rows padded to a row count the BLAS handles
-faster, and its product taken in the operand order the BLAS handles faster.
+faster, and its product taken in the operand order the BLAS handles faster, or through oneDNN's matmul.
 
 A pass scores ``1 + k`` positions, so every linear layer of the model multiplies ``1 + k`` rows. CPU BLAS
 libraries pick their kernel by the shape, and the choice is far from the fastest for few rows: on a 2-core
@@ -11,8 +11,8 @@ matrix-vector products. Gemma 3 270M's output layer (262k x 640) takes 63 ms for
 107 and 107 ms on Gemma with the output layer planned alone, 48, 49, 62 and 76 ms with every layer planned
 (SmolLM2: 55, 78, 86, 86 -> 33, 35, 44, 50 ms).
 
-``measure_linear_plans`` times, per weight shape, both orders at 1..8 rows (and at 16, 32 and 64 rows,
-order only) over layers of that shape in turn, as a pass streams them, until twice the last-level cache has
+``measure_linear_plans`` times, per weight shape, both orders at 1..8 rows (and at 16, 32 and 64 rows, the
+form only), and oneDNN's matmul (``onednn_product``) from ``ONEDNN_FROM_ROWS`` rows where it runs, over layers of that shape in turn, as a pass streams them, until twice the last-level cache has
 streamed (``probe_bytes``; a layer larger than that, an output layer, over a slice of its rows), so that no
 weight sits warm in cache; best of two rounds after the shape's first product (a first product runs up to 2.7x
 slow, the rest within 5 %), a form far behind after the first (``OUT_OF_RACE``) timed
@@ -22,7 +22,7 @@ of a few seconds" in ``benchmarks/recorded/README.md``); two rounds after one pr
 warm-up round, 1.6 s, the passes under them as fast ("... again").
 
 ``planned_linears`` then pads each call's rows with zeros up to the cheapest row count at or above it,
-multiplies in the cheaper order, and drops the extra rows: the real rows' outputs are those rows' products,
+multiplies in the cheaper form, and drops the extra rows: the real rows' outputs are those rows' products,
 only faster (equal to ``nn.Linear``'s up to float rounding: the sum runs in another order); a wide product in
 the second order is taken in blocks of output features (``transposed_product``). Where nothing is
 gained (a GPU, another BLAS, a layer that is not a plain ``nn.Linear``) a shape's plan is the identity and

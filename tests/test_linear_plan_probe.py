@@ -53,5 +53,14 @@ def test_calibration_evidence_compares_both_shortcuts_with_the_long_way(tmp_path
     assert [r.split("|")[5].strip() == "timed" for r in rows] == [k in calibration.MEASURED_KS
                                                                    for k in calibration.DEFAULT_KS]
     assert "1 round(s) after warming the ends" in lines[0]
+    lines = calibration_evidence.compare_forms(model, rounds=1)
+    assert "(oneDNN raced here: True)" in lines[0]
+    shapes = [line for line in lines if line.startswith("| ") and " x " in line.split("|")[1]]
+    assert len(shapes) >= 1 and all(len(r.split("|")[2].split(",")) == 8 for r in shapes)  # 1..8 rows each
+    rows = [line for line in lines if line.startswith("| ") and line[2].isdigit() and line not in shapes]
+    assert [int(r.split("|")[1]) for r in rows] == list(calibration_evidence.FORM_KS)
+    assert all(float(r.split("|")[4]) > 0 for r in rows)
     with pytest.raises(SystemExit):
         calibration_evidence.main(["curve", "--rounds", "0"])
+    with pytest.raises(SystemExit):
+        calibration_evidence.main(["forms", "--rounds", "0"])
