@@ -117,9 +117,10 @@ def _row_counts(max_rows, wide_rows):
     return list(range(1, max_rows + 1)) + [r for r in wide_rows if r > max_rows]
 
 
-def _form_count(forms, max_rows, wide_rows):
-    """How many (rows, form) pairs ``measure_plan`` times in each round."""
-    return sum(f != ONEDNN or r >= ONEDNN_FROM_ROWS for r in _row_counts(max_rows, wide_rows) for f in forms)
+def _raced(forms, max_rows, wide_rows):
+    """The ``(rows, form)`` pairs ``measure_plan`` times in each round: every row count in each of ``forms``
+    that ``serves`` it."""
+    return [(r, f) for r in _row_counts(max_rows, wide_rows) for f in forms if serves((r, f), r)]
 
 
 def forms_for(weight):
@@ -153,8 +154,7 @@ def measure_plan(modules, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats
             torch.cuda.synchronize()
         return time.perf_counter() - t0
 
-    runs = {(r, f): functools.partial(timed, r, f) for r in sizes for f in forms
-            if f != ONEDNN or r >= ONEDNN_FROM_ROWS}
+    runs = {form: functools.partial(timed, *form) for form in _raced(forms, max_rows, wide_rows)}
     firsts = {}
     for rows, form in runs:
         firsts.setdefault(form, (rows, form))
@@ -176,7 +176,7 @@ def measure_plan(modules, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats
         chosen.append(best[1])
     wide = []
     for r in sizes[max_rows:]:
-        best = min((f for f in forms if (r, f) in seconds), key=lambda f: seconds[(r, f)])
+        best = min((f for f in forms if serves((r, f), r)), key=lambda f: seconds[(r, f)])
         wide.append((r, best if seconds[(r, best)] < CLEAR_GAIN * seconds[(r, PLAIN)] else PLAIN))
     return LinearPlan(tuple(pad_to), tuple(chosen), tuple(wide))
 
@@ -210,7 +210,7 @@ def measure_linear_plans(model, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, r
     """The ``LinearPlans`` fastest for this model's linear layers on its device and dtype (identity plans left
     out). ``progress(done, total)``, if given, after each timed product (``step_counter``)."""
     groups = [(shape, modules, forms_for(modules[0].weight)) for shape, modules in plain_linears(model).items()]
-    tick = step_counter(progress, sum(_form_count(forms, max_rows, wide_rows) for _, _, forms in groups) * repeats)
+    tick = step_counter(progress, sum(len(_raced(forms, max_rows, wide_rows)) for _, _, forms in groups) * repeats)
     plans = ((shape, measure_plan(modules, max_rows, wide_rows, repeats, tick, forms=forms))
              for shape, modules, forms in groups)
     return LinearPlans(tuple(sorted((s, p) for s, p in plans if not p.is_identity)))

@@ -41,7 +41,7 @@ def test_calibrate_counts_every_stage_to_its_total_then_measures_nothing(cache_d
     forms = linear_plan.forms_for(model.lm_head.weight)  # oneDNN's too where it runs
     counts = linear_plan._row_counts(linear_plan.MAX_PADDED_ROWS, linear_plan.WIDE_ROWS)
     timed = 2 * rows + (len(forms) > 2) * sum(r >= linear_plan.ONEDNN_FROM_ROWS for r in counts)
-    assert linear_plan._form_count(forms, linear_plan.MAX_PADDED_ROWS, linear_plan.WIDE_ROWS) == timed
+    assert len(linear_plan._raced(forms, linear_plan.MAX_PADDED_ROWS, linear_plan.WIDE_ROWS)) == timed
     assert len(stages["linear-layer plans"]) == len(linear_plan.plain_linears(model)) * timed * 2
     assert len(stages["cost curve"]) == 2 + len(calibration.MEASURED_KS)  # the two ends warmed up, one timed round
     assert curve == calibration.cached_cost_curve(model) and plans == calibration.cached_linear_plans(model)
