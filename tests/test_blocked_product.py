@@ -8,7 +8,7 @@ import torch
 
 from draftless.integration import blocked_product, linear_plan
 
-from test_calibration import every_form
+from test_linear_plans import every_form
 from tiny_models import tiny_model, tiny_tokenizer
 
 

@@ -1,0 +1,125 @@
+"""The linear layers' plans (``linear_plan``): their tables, the race that chooses them, and the layers they
+install."""
+
+import pytest
+import torch
+
+from draftless.integration import linear_plan
+
+from tiny_models import tiny_model
+
+
+def test_linear_plan_rejects_a_malformed_table():
+    with pytest.raises(ValueError, match="pad_to"):
+        linear_plan.LinearPlan((0, 3, 2), (False,) * 3)
+    with pytest.raises(ValueError, match="equally long"):
+        linear_plan.LinearPlan((0, 1), (False,))
+    with pytest.raises(ValueError, match="wide"):
+        linear_plan.LinearPlan((0, 1, 2), (False,) * 3, ((2, True),))
+    with pytest.raises(ValueError, match="one per shape"):
+        linear_plan.LinearPlans((((4, 2), linear_plan.LinearPlan.identity(2)),) * 2)
+
+
+def test_linear_plan_choice_pads_small_counts_and_orders_wide_ones():
+    plan = linear_plan.LinearPlan((0, 2, 2, 4, 4), (False, True, True, False, True), ((16, True), (32, False)))
+    assert [plan.choice(m) for m in (1, 3, 4)] == [(2, True), (4, False), (4, True)]
+    assert [plan.choice(m) for m in (5, 16, 17, 40)] == [(5, True), (16, True), (17, False), (40, False)]
+    assert linear_plan.LinearPlan.identity(4).is_identity and not plan.is_identity
+
+
+EVERY_FORM = linear_plan.LinearPlan((0, 4, 4, 4, 4, 8, 8, 8, 8), (False, True, True, False, True, True, False,
+                                                                   True, True), ((16, True),))
+
+
+def every_form(model):
+    """The same plan for every linear shape of ``model``: padded + transposed, plain, and both wide orders."""
+    return linear_plan.LinearPlans(tuple(sorted((shape, EVERY_FORM) for shape in linear_plan.plain_linears(model))))
+
+
+@pytest.mark.parametrize("kind", ["llama", "gemma3", "qwen2", "gpt2"])
+def test_planned_linears_change_no_logit_and_leave_nothing_behind(kind):
+    model = tiny_model(kind)
+    ids = torch.arange(3, 23)[None]
+    plain = [model(input_ids=ids[:, :n]).logits for n in (1, 3, 6, 12, 20)]
+    with linear_plan.planned_linears(model, every_form(model)):
+        assert linear_plan.plain_linears(model) == {}  # every plain layer runs its plan now
+        planned = [model(input_ids=ids[:, :n]).logits for n in (1, 3, 6, 12, 20)]
+    for a, b in zip(plain, planned):
+        assert a.shape == b.shape and torch.allclose(a, b, atol=1e-5)
+        assert torch.equal(a.argmax(-1), b.argmax(-1))
+    for m in model.modules():
+        assert "forward" not in m.__dict__ and not m._forward_hooks and not m._forward_pre_hooks
+
+
+def test_planned_linears_install_on_every_planned_layer_and_add_biases():
+    model = tiny_model("qwen2")  # its q/k/v projections have biases
+    head = model.get_output_embeddings()
+    head.bias = torch.nn.Parameter(torch.randn(head.out_features))
+    ids = torch.arange(3, 9)[None]
+    plain = model(input_ids=ids).logits
+    plans = every_form(model)
+    with linear_plan.planned_linears(model, plans):
+        planned = [m for m in model.modules() if "forward" in m.__dict__]
+        assert len(planned) == sum(type(m) is torch.nn.Linear for m in model.modules())
+        assert any(m.bias is not None for m in planned if m is not head)
+        assert torch.allclose(model(input_ids=ids).logits, plain, atol=1e-5)
+    only_head = linear_plan.LinearPlans(((tuple(head.weight.shape), EVERY_FORM),))
+    with linear_plan.planned_linears(model, only_head):
+        assert [m for m in model.modules() if "forward" in m.__dict__] == [head]
+
+
+def test_planned_linears_are_restored_on_error_and_skip_a_replaced_forward():
+    model = tiny_model("llama")
+    head = model.get_output_embeddings()
+    plans = every_form(model)
+    with pytest.raises(RuntimeError):
+        with linear_plan.planned_linears(model, plans):
+            raise RuntimeError("boom")
+    assert not any("forward" in m.__dict__ for m in model.modules())
+    custom = head.forward
+    head.forward = custom  # as accelerate's offload hooks do: the plan must leave such a layer alone
+    with linear_plan.planned_linears(model, plans):
+        assert head.__dict__["forward"] is custom
+    assert head.__dict__["forward"] is custom
+    assert tuple(head.weight.shape) not in linear_plan.plain_linears(model)
+
+
+def test_forms_far_behind_after_one_round_leave_the_race():
+    # 1..3 rows padded (max_rows 3), then 8 rows wide: seconds after one timed round
+    seconds = {(1, False): 1.0, (1, True): 5.0,    # 1 row: the plain form; the other order is far behind
+               (2, False): 4.0, (2, True): 1.1,    # 2 rows: transposed; plain is the baseline, far behind
+               (3, False): 6.0, (3, True): 1.9,    # 3 rows transposed is within 2x of 1-row plain's 1.0
+               (8, False): 3.0, (8, True): 2.0}    # wide: both orders within 2x of each other
+    racing = linear_plan.in_the_race(seconds, max_rows=3)
+    assert set(racing) == {(1, False), (2, True), (3, True), (8, False), (8, True)}
+    assert racing == [form for form in seconds if form in racing]  # in the order they were timed
+    seconds[(8, False)] = 4.5  # past twice the other order: decided after one round
+    assert (8, False) not in linear_plan.in_the_race(seconds, max_rows=3)
+    near = {form: 1.0 for form in seconds}  # nothing clear: every form keeps being timed
+    assert linear_plan.in_the_race(near, max_rows=3) == list(near)
+
+
+def test_a_plan_times_forms_out_of_the_race_once_and_still_counts_their_rounds(monkeypatch):
+    groups = linear_plan.plain_linears(tiny_model("llama"))
+    calls = []
+    real = linear_plan._product
+
+    def product(weight, bias, flat, target, transposed):
+        calls.append((target, transposed))
+        return real(weight, bias, flat, target, transposed)
+
+    monkeypatch.setattr(linear_plan, "_product", product)
+    modules = groups[next(iter(groups))]
+    kept = []
+    real_race = linear_plan.in_the_race
+    monkeypatch.setattr(linear_plan, "in_the_race", lambda s, m: kept.extend(real_race(s, m)) or kept[:2])
+    ticks = []
+    orders = (linear_plan.PLAIN, linear_plan.TRANSPOSED)
+    linear_plan.measure_plan(modules, max_rows=3, wide_rows=(8,), repeats=3, tick=lambda: ticks.append(1),
+                             forms=orders)
+    forms = 2 * 4  # 1..3 rows and 8, both orders
+    # each form's first product once untimed (a first product runs slow), a round of all, two more of two
+    assert len(calls) == len(modules) * (2 + forms + 2 * 2) and calls[:len(modules) + 1] == [(1, 0)] * len(modules) + [(1, 1)]
+    assert len(ticks) == forms * 3  # the progress still ends at the total it announced
+    with pytest.raises(ValueError, match="repeats"):  # the first timed round is the one that decides the race
+        linear_plan.measure_plan(modules, max_rows=3, wide_rows=(8,), repeats=0)
