@@ -12,14 +12,11 @@ online by the passes the run makes, and learns its shape from them, kept beside 
 """
 
 import functools
-import hashlib
 import json
 import logging
 import os
-import platform
 
 import torch
-import transformers
 
 from draftless.index.validation import check_positive_int
 from draftless.lookup.config import check_max_draft
@@ -27,6 +24,9 @@ from draftless.lookup.cost_model import CostCurve
 
 from . import kv_cache, pass_check
 from .attention import grouped_query_sdpa
+from .calibration_key import (  # noqa: F401 (names kept importable from here)
+    CHECKPOINT_FIELDS, METHOD_VERSION, attention_implementations, calibration_key, processor_identity, timing_config,
+)
 from .linear_plan import LinearPlans, measure_linear_plans, planned_linears, step_counter
 from .models import cache_root
 from .pass_timing import pass_timers
@@ -44,85 +44,10 @@ DEFAULT_KS = (0, 1, 2, 3, 4, 7, 8, 15, 16, 23, 24, 31, 32, 47, 48, 63, 64)
 # and lengths between stairs. Replayed, with 5-10 % noise on each timing and the shape kept, 0.3-0.4 % behind
 # every length timed exactly ("A calibration of a few seconds, again" in ``benchmarks/recorded/README.md``)
 MEASURED_KS = (0, 1, 2, 3, 4, 7, 8, 15, 16, 31, 32, 63)
-# bumped when the measurement changes, so that curves measured the old way are redone; 5: a wide transposed product
-# taken in blocks of output features (``blocked_product.transposed_product``), which changes its forms' race; 6:
-# oneDNN's matmul raced as a third form (``onednn_product``)
-METHOD_VERSION = 6
 # bumped when the loop's pass changes but the linear layers' plans stand: 2, the reserved KV cache and grouped
 # key/value heads attended as they are; 3, a longer pass may cost less (kept as measured); 4, the output layer's
 # time within each pass kept too (``CostCurve.head``: passes that compute it in stages)
 CURVE_VERSION = 4
-
-
-def processor_identity(device):
-    """What names the hardware behind ``device``: the GPU's name, or on the CPU the processor's model name,
-    the vector instructions torch uses and the core count. A cache directory shared by two machines (a
-    network home, a copied image) then keeps a curve and plans for each instead of handing one's to the
-    other."""
-    device = torch.device(device)
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    if device.type != "cpu":
-        return device.type
-    return f"{_cpu_model_name()}|{torch.backends.cpu.get_cpu_capability()}|{os.cpu_count()}"
-
-
-@functools.lru_cache(maxsize=1)
-def _cpu_model_name():
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-# config fields that name or describe the checkpoint, not the computation of a pass: models that differ only in
-# them (fine-tunes of one base, a training run's checkpoints, one model copied to another directory) share a
-# calibration. The config's saved ``dtype`` and ``transformers_version`` give way to what runs: the model's dtype
-# and the installed transformers.
-CHECKPOINT_FIELDS = frozenset({
-    "_name_or_path", "_model_name_or_path", "_commit_hash", "name_or_path", "transformers_version", "architectures",
-    "dtype", "torch_dtype", "bos_token_id", "eos_token_id", "pad_token_id", "unk_token_id", "sep_token_id",
-    "cls_token_id", "mask_token_id", "decoder_start_token_id", "id2label", "label2id", "num_labels",
-    "problem_type", "finetuning_task", "task_specific_params", "tokenizer_class", "prefix", "initializer_range",
-})
-
-
-def timing_config(config):
-    """``config`` (a ``PretrainedConfig`` or its dict) as a dict without ``CHECKPOINT_FIELDS``, nested configs
-    (a multimodal model's ``text_config``) included."""
-    if not isinstance(config, dict):
-        config = json.loads(config.to_json_string(use_diff=False))
-    return {k: timing_config(v) if isinstance(v, dict) else v for k, v in config.items()
-            if k not in CHECKPOINT_FIELDS}
-
-
-def attention_implementations(model):
-    """The attention implementation the model and its text model run (``sdpa``, ``eager``, ...), which the saved
-    config does not hold: it changes a pass's time and, on a GPU, which pass lengths are exact."""
-    config = model.config
-    return [getattr(config, "_attn_implementation", None),
-            getattr(config.get_text_config(), "_attn_implementation", None)]
-
-
-def calibration_key(model):
-    """What the curve, the linear layers' plans and the exact pass lengths depend on: the architecture (the
-    config less its ``CHECKPOINT_FIELDS``, the model class, the attention implementation), device (and the
-    hardware behind it), dtype, thread count, torch and transformers versions and, where not the default, the
-    float32 matmul precision."""
-    parts = {
-        "config": timing_config(model.config), "class": type(model).__name__,
-        "attention": attention_implementations(model),
-        "device": str(model.device), "processor": processor_identity(model.device), "dtype": str(model.dtype),
-        "threads": torch.get_num_threads(), "torch": torch.__version__, "transformers": transformers.__version__,
-        "method": METHOD_VERSION,
-    }
-    if torch.get_float32_matmul_precision() != "highest":  # TF32 / bf16 products: other timings, other rounding
-        parts["matmul_precision"] = torch.get_float32_matmul_precision()
-    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:20]
 
 
 @torch.no_grad()

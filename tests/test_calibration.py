@@ -2,12 +2,11 @@
 
 import contextlib
 import json
-import os
 
 import pytest
 import torch
 
-from draftless.integration import calibration, linear_plan, pass_timing
+from draftless.integration import calibration, calibration_key, linear_plan, pass_timing
 from draftless.lookup.cost_model import CostCurve
 
 from tiny_models import tiny_model
@@ -119,41 +118,9 @@ def test_cache_is_reused_and_keyed_by_dtype_and_threads(cache_dir, monkeypatch):
     model.to(torch.float32)
     assert calibration.cached_cost_curve(model) == first and len(calls) == 3
     # the same cache directory on another machine (a network home): measured again there
-    monkeypatch.setattr(calibration, "_cpu_model_name", lambda: "Another CPU")
+    monkeypatch.setattr(calibration_key, "_cpu_model_name", lambda: "Another CPU")
     calibration.cached_cost_curve(model)
     assert len(calls) == 4
-
-
-def test_key_names_the_architecture_not_the_checkpoint(monkeypatch):
-    # a fine-tune, a checkpoint of a training run, a copy in another directory: one calibration
-    base = tiny_model("llama")
-    tuned = tiny_model("llama", seed=1)  # other weights
-    tuned.config._name_or_path = "/somewhere/else/checkpoint-2000"
-    tuned.config.eos_token_id = 7
-    tuned.config.transformers_version = "4.0.0"
-    tuned.config.architectures = ["LlamaForCausalLM"]
-    tuned.config.id2label = {0: "a", 1: "b", 2: "c"}
-    assert calibration.calibration_key(tuned) == calibration.calibration_key(base)
-    key = calibration.calibration_key(base)
-    assert calibration.calibration_key(tiny_model("llama", vocab=128)) != key  # another shape
-    assert calibration.calibration_key(tiny_model("qwen2")) != key  # another architecture
-    eager = tiny_model("llama")
-    eager.set_attn_implementation("eager")  # another attention kernel: other timings, other exact lengths
-    assert calibration.calibration_key(eager) != key
-    monkeypatch.setattr(calibration.transformers, "__version__", "0.0.1")  # another forward's code
-    assert calibration.calibration_key(base) != key
-
-
-def test_timing_config_drops_checkpoint_fields_at_every_level():
-    config = {"hidden_size": 8, "_name_or_path": "x", "eos_token_id": 1,
-              "text_config": {"vocab_size": 9, "pad_token_id": 0, "transformers_version": "5.0"}}
-    assert calibration.timing_config(config) == {"hidden_size": 8, "text_config": {"vocab_size": 9}}
-
-
-def test_processor_identity_names_the_hardware():
-    cpu = calibration.processor_identity("cpu")
-    assert cpu.endswith(f"|{os.cpu_count()}") and torch.backends.cpu.get_cpu_capability() in cpu
-    assert calibration.processor_identity(torch.device("meta")) == "meta"
 
 
 def test_unreadable_cache_file_is_measured_again(cache_dir, monkeypatch):
