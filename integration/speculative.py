@@ -19,7 +19,6 @@ import logging
 import threading
 import time
 
-import numpy as np
 import torch
 from transformers.generation.utils import GenerateDecoderOnlyOutput
 
@@ -32,10 +31,12 @@ from .calibration import cached_cost_curve, cached_inexact_drafts, cached_linear
 from .learned_shape import load_learned_shape, save_learned_shape
 from .linear_plan import planned_linears
 from .pass_check import MAX_DRAFT, exact_length, full_precision
+from .proposer_output import may_stage, proposed_draft, staged_rows
 from . import kv_cache
 from .generation_plan import UnsupportedGeneration, embedding_rows, plan_generation, positions_left
 from .staged_head import StagedHead, accept_in_stages
 from .stats import StatsRecorder
+from .stop_strings import first_stop
 from .token_text import text_classes
 from .verifier import Verifier
 
@@ -260,7 +261,7 @@ class SpeculativeGenerator:
         """Append ``tokens`` up to the first that ends generation; returns ``(ids, done)``."""
         start = ids.shape[1]
         ids = torch.cat([ids, tokens.view(1, -1).to(ids.dtype)], dim=1)
-        stop = _first_stop(plan, ids, start)
+        stop = first_stop(plan, ids, start)
         if stop is not None:
             ids = ids[:, : stop + 1]
         kept = ids.shape[1] - start
@@ -271,43 +272,6 @@ class SpeculativeGenerator:
         if plan.streamer is not None and kept:
             plan.streamer.put(ids[:, start:].cpu())
         return ids, stop is not None
-
-
-def may_stage(proposer):
-    """Whether ``proposer`` may ask for a staged output layer: it has ``first_rows`` and does not say otherwise
-    by ``stages_output_layer`` (the adaptive proposer with ``staged_head`` off, the default)."""
-    return hasattr(proposer, "first_rows") and bool(getattr(proposer, "stages_output_layer", True))
-
-
-def staged_rows(proposer, k):
-    """The rows of the output layer the proposer asks the loop to compute first for its latest draft, as verified
-    (``k`` tokens, after any cut to the budget or to an exact length), or None for all at once (None, or at least
-    ``1 + k`` rows: a draft cut below the first stage is verified whole); anything but a positive int or None
-    refused naming the proposer."""
-    rows = getattr(proposer, "first_rows", None)
-    if rows is None:
-        return None
-    if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)):
-        raise TypeError(f"the proposer's first_rows must be an int or None, got {type(rows).__name__}")
-    if rows < 1:
-        raise ValueError(f"the proposer's first_rows must be at least 1 (or None), got {rows}")
-    return None if rows >= k + 1 else int(rows)
-
-
-def proposed_draft(raw, room, rows):
-    """A proposer's draft as at most ``room`` int64 token ids. Anything else (None, floats, a 2-D array, an id
-    the input embedding of ``rows`` rows has none for) is refused naming the proposer, not met as an error deep
-    inside the model or truncated to integers in silence."""
-    draft = np.asarray(raw)
-    if draft.ndim != 1 or (draft.size and not np.issubdtype(draft.dtype, np.integer)):
-        raise TypeError(f"the proposer's propose() must return a 1-D sequence of integer token ids, got "
-                        f"{type(raw).__name__} of dtype {draft.dtype} and shape {draft.shape}")
-    draft = draft[:room].astype(np.int64, copy=False)
-    if rows is not None and draft.size and (draft.min() < 0 or draft.max() >= rows):
-        bad = draft[(draft < 0) | (draft >= rows)][0]
-        raise ValueError(f"the proposer's propose() returned token id {int(bad)}, outside the model's vocabulary "
-                         f"of {rows} embeddings")
-    return draft
 
 
 def _warn_coarse_rounding(model):
@@ -323,28 +287,6 @@ def _warn_coarse_rounding(model):
     logger.warning("%s on %s rounds a multi-token pass ~1e-2 differently from a one-token step: greedy outputs "
                    "follow generate's except where two tokens tie within that rounding (fp32 with full-precision "
                    "matrix products is token for token)", model.dtype, model.device)
-
-
-def _first_stop(plan, ids, start):
-    """Index of the first token at or after ``start`` after which ``generate`` would stop, else None."""
-    end = ids.shape[1]
-    candidates = [min(end, plan.max_length) - 1] if end >= plan.max_length else []
-    new = ids[0, start:].tolist()
-    for i, tok in enumerate(new):
-        if tok in plan.eos_token_ids:
-            candidates.append(start + i)
-            break
-    if plan.stop_strings is not None:
-        j = plan.stop_strings.first_stop(ids[0], start)  # the tensor: only a tail window is decoded
-        if j is not None:
-            candidates.append(j)
-    if len(plan.stopping_criteria):
-        limit = min(candidates) if candidates else end - 1
-        for j in range(start, limit + 1):
-            if bool(plan.stopping_criteria(ids[:, : j + 1], None).any()):
-                candidates.append(j)
-                break
-    return min(candidates) if candidates else None
 
 
 def generate(model, input_ids=None, attention_mask=None, **generate_kwargs):

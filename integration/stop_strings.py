@@ -1,4 +1,5 @@
-"""Stop strings over decoded text, found with an Aho-Corasick automaton (pyahocorasick).
+"""Where generation stops (``first_stop``: the length limit, EOS, stop strings, stopping criteria), and stop
+strings over decoded text, found with an Aho-Corasick automaton (pyahocorasick).
 
 A stop string stops generation at the first token whose text completes it, as transformers'
 ``StopStringCriteria`` does: the string may start in earlier tokens (even in the prompt) and the completing
@@ -46,3 +47,25 @@ class StopStringMatcher:
             j = next((i for i in range(1, len(ends)) if last_char < ends[i]), len(ends) - 1)
             first = j if first is None else min(first, j)
         return None if first is None else start - 1 + first
+
+
+def first_stop(plan, ids, start):
+    """Index of the first token at or after ``start`` after which ``generate`` would stop, else None."""
+    end = ids.shape[1]
+    candidates = [min(end, plan.max_length) - 1] if end >= plan.max_length else []
+    new = ids[0, start:].tolist()
+    for i, tok in enumerate(new):
+        if tok in plan.eos_token_ids:
+            candidates.append(start + i)
+            break
+    if plan.stop_strings is not None:
+        j = plan.stop_strings.first_stop(ids[0], start)  # the tensor: only a tail window is decoded
+        if j is not None:
+            candidates.append(j)
+    if len(plan.stopping_criteria):
+        limit = min(candidates) if candidates else end - 1
+        for j in range(start, limit + 1):
+            if bool(plan.stopping_criteria(ids[:, : j + 1], None).any()):
+                candidates.append(j)
+                break
+    return min(candidates) if candidates else None
