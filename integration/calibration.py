@@ -30,6 +30,7 @@ from .calibration_key import (  # noqa: F401 (names kept importable from here)
 from .linear_plan import LinearPlans, measure_linear_plans, planned_linears, step_counter
 from .models import cache_root
 from .pass_timing import pass_timers
+from .screened_head import ScreenedHead
 from .staged_head import HeadClock, StagedHead
 
 logger = logging.getLogger(__name__)
@@ -46,8 +47,9 @@ DEFAULT_KS = (0, 1, 2, 3, 4, 7, 8, 15, 16, 23, 24, 31, 32, 47, 48, 63, 64)
 MEASURED_KS = (0, 1, 2, 3, 4, 7, 8, 15, 16, 31, 32, 63)
 # bumped when the loop's pass changes but the linear layers' plans stand: 2, the reserved KV cache and grouped
 # key/value heads attended as they are; 3, a longer pass may cost less (kept as measured); 4, the output layer's
-# time within each pass kept too (``CostCurve.head``: passes that compute it in stages)
-CURVE_VERSION = 4
+# time within each pass kept too (``CostCurve.head``: passes that compute it in stages); 5, the output layer screened
+# in bfloat16 where a greedy run would screen it (``screened_head``)
+CURVE_VERSION = 5
 
 
 @torch.no_grad()
@@ -78,7 +80,8 @@ def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=1, progress=No
         raise ValueError(f"measured must be increasing lengths of ks, at least 2, starting at 0; got {measured}")
     repeats = check_positive_int(repeats, "repeats")
     staging = StagedHead(model)  # whether the loop can stage the output layer on this model: its times kept if so
-    passes = pass_timers(model, measured, context, staging)
+    screen = ScreenedHead.for_model(model)  # passes a greedy run screens, timed screened (``screened_head``)
+    passes = pass_timers(model, measured, context, staging, screen)
     ends = list(dict.fromkeys((passes[-1], passes[0])))  # the longest first: it allocates the largest buffers
     tick = step_counter(progress, len(ends) + len(passes) * repeats)
     clock = HeadClock(model)  # the output layer's share of each pass, for passes that compute it in stages
@@ -106,7 +109,8 @@ def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=1, progress=No
             logger.info("timing k = %s again: slower than a longer pass", [measured[i] for i in again])
         for i in again:  # timed again, once: most likely slowed by chance
             time_length(i)
-    known = staging.supported and all(h is not None and 0 < h < b for h, b in zip(head, best))
+    screened = screen is not None and screen.supported  # the output layer's times then the screen's: none kept
+    known = staging.supported and not screened and all(h is not None and 0 < h < b for h, b in zip(head, best))
     timed = CostCurve(measured, tuple(best), tuple(head) if known else ())
     seconds = tuple(float(timed.at(k)) for k in ks)
     filled = tuple(float(timed.head_at(k)) for k in ks) if known else ()

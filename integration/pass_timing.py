@@ -38,32 +38,42 @@ def fill_context(cache, positions, generator):
 
 
 @torch.no_grad()
-def pass_timers(model, ks, context=256, staging=None):
+def pass_timers(model, ks, context=256, staging=None, screen=None):
     """Zero-argument callables, one per draft length in ``ks``, each timing one pass over ``1 + k`` random tokens
     after ``context`` cached positions (``time_pass``; the cache rolled back after each): one random token
     prefilled, the rest random keys and values (``fill_context``). ``staging``, a ``StagedHead``, is told at the
-    prefill whether the model's logits are its output layer's."""
+    prefill whether the model's logits are its output layer's; so is ``screen``, a ``ScreenedHead``, and where
+    it serves, the passes it would screen in a greedy run are timed screened."""
     context = check_positive_int(context, "context")
     vocab = model.config.get_text_config().vocab_size
     g = torch.Generator().manual_seed(0)
     prompt = torch.randint(0, vocab, (1, 1), generator=g).to(model.device)
     cache = kv_cache.new_cache(model, context + max(ks) + 1)
-    with staging.installed() if staging is not None else contextlib.nullcontext():
+    with staging.installed() if staging is not None else contextlib.nullcontext(), \
+            screen.checking_prefill() if screen is not None else contextlib.nullcontext():
         out = model(input_ids=prompt, cache=cache, use_cache=True, logits_to_keep=1)
         if staging is not None:
             staging.check_prefill(out.logits)
+    if screen is not None and not screen.check_prefill(out.logits):
+        screen = None
     fill_context(cache, context, g)
     kv_cache.start_recording(cache)
     inputs = [torch.randint(0, vocab, (1, k + 1), generator=g).to(model.device) for k in ks]
-    return [functools.partial(time_pass, model, cache, ids, context) for ids in inputs]
+    screened = {"screen": screen} if screen is not None else {}
+    return [functools.partial(time_pass, model, cache, ids, context,
+                              **(screened if screen is not None and ids.shape[1] >= screen.from_rows else {}))
+            for ids in inputs]
 
 
-def time_pass(model, cache, ids, context):
-    """Seconds of one pass over ``ids`` after ``context`` cached positions (rolled back afterwards)."""
+def time_pass(model, cache, ids, context, screen=None):
+    """Seconds of one pass over ``ids`` after ``context`` cached positions (rolled back afterwards), its output
+    layer screened by ``screen`` if given (``ScreenedHead.choosing``)."""
     q = ids.shape[1]
     positions = torch.arange(context, context + q, device=model.device)[None]
+    choosing = screen.choosing(timing=True) if screen is not None else contextlib.nullcontext()
     t0 = time.perf_counter()
-    model(input_ids=ids, position_ids=positions, cache=cache, use_cache=True, logits_to_keep=q)
+    with choosing:
+        model(input_ids=ids, position_ids=positions, cache=cache, use_cache=True, logits_to_keep=q)
     if model.device.type == "cuda":
         torch.cuda.synchronize()
     elapsed = time.perf_counter() - t0

@@ -34,6 +34,7 @@ from .pass_check import MAX_DRAFT, exact_length, full_precision
 from .proposer_output import may_stage, proposed_draft, staged_rows
 from . import kv_cache
 from .generation_plan import UnsupportedGeneration, embedding_rows, plan_generation, positions_left
+from .screened_head import ScreenedHead, accept_choices
 from .staged_head import StagedHead, accept_in_stages
 from .stats import StatsRecorder
 from .stop_strings import first_stop
@@ -153,7 +154,7 @@ class SpeculativeGenerator:
         """The prefill, then propose -> verify -> accept -> update until a stop; ``generate``'s return value."""
         prompt_len = ids.shape[1]
         # the cache never holds more than max_length - 1 positions: a draft is capped by the budget
-        verifier = Verifier(self.model, plan, plan.max_length, staging)
+        verifier = Verifier(self.model, plan, plan.max_length, staging, self._screen_for(plan, staging))
         rec = StatsRecorder()
         learned = getattr(getattr(self.proposer, "cost", None), "learned_shape", None)
         if callable(learned):  # the shape the request starts from: with the outputs, what a replay starts from
@@ -184,9 +185,12 @@ class SpeculativeGenerator:
                 draft = torch.as_tensor(draft_np, device=ids.device)
                 t1 = time.perf_counter()
                 first_rows = staged_rows(self.proposer, draft.shape[0]) if verifier.stages else None
+                screened = verifier.screens(draft.shape[0] + 1)
                 logits = verifier.forward(ids[0, -1], draft, first_rows)
                 head_rows = None
-                if first_rows is None:
+                if screened:  # the target's token per row, chosen through the screened output layer
+                    n, tokens, chosen = accept_choices(logits, draft)
+                elif first_rows is None:
                     n, tokens, chosen = accept(logits, draft, ids, plan.processors)
                 else:  # the rows after the first stage computed only where its draft tokens all held
                     n, tokens, chosen, logits, head_rows = accept_in_stages(accept, logits, verifier.rest, draft,
@@ -218,6 +222,15 @@ class SpeculativeGenerator:
         return GenerateDecoderOnlyOutput(
             sequences=ids, scores=tuple(scores) if plan.output_scores else None,
             logits=tuple(raw) if plan.output_logits else None, cache=verifier.cache)
+
+    def _screen_for(self, plan, staging):
+        """The model's ``ScreenedHead`` where this run needs only each row's argmax (greedy, no logits processors,
+        no scores or logits returned, the output layer not staged) and the proposer's config does not turn it off
+        (``AdaptiveConfig.screened_head``), else None."""
+        if (plan.do_sample or len(plan.processors) or plan.output_scores or plan.output_logits
+                or staging is not None or not getattr(getattr(self.proposer, "config", None), "screened_head", True)):
+            return None
+        return ScreenedHead.for_model(self.model)
 
     def _use_tokenizer_texts(self, tokenizer):
         """Give the adaptive proposer the tokens' texts (``token_text``) the first time a tokenizer is known, so

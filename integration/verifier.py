@@ -1,5 +1,7 @@
 """The target model's side of a step: one forward pass over ``[last token] + draft``, and the cache rollback."""
 
+import contextlib
+
 import torch
 
 from . import kv_cache
@@ -14,9 +16,10 @@ class Verifier:
     (cumulative sum of the mask).
     """
 
-    def __init__(self, model, plan, max_positions, staging=None):
+    def __init__(self, model, plan, max_positions, staging=None, screen=None):
         self.model = model
         self.staging = staging  # a ``StagedHead`` whose hooks are installed, or None: never staged
+        self.screen = screen  # a ``ScreenedHead`` for this greedy run, or None: never screened
         self.cache_arg = plan.cache_arg
         self.cache = plan.cache if plan.cache is not None else kv_cache.new_cache(model, max_positions)
         kv_cache.check_rollback(self.cache, max_positions)
@@ -50,9 +53,12 @@ class Verifier:
     def prefill(self, prompt_ids):
         """Logits (1, vocab) after the prompt, computed as ``generate`` does (last position only, over the
         prompt tokens the cache does not hold yet)."""
-        logits, raw = self._run(prompt_ids[:, self.length:], 1, raw=True)
+        with self.screen.checking_prefill() if self.screen is not None else contextlib.nullcontext():
+            logits, raw = self._run(prompt_ids[:, self.length:], 1, raw=True)
         if self.staging is not None:
             self.staging.check_prefill(raw)
+        if self.screen is not None:
+            self.screen.check_prefill(raw)
         kv_cache.start_recording(self.cache)
         return logits
 
@@ -61,10 +67,20 @@ class Verifier:
         """Whether ``forward`` can compute the output layer in two stages on this model."""
         return self.staging is not None and self.staging.supported
 
+    def screens(self, rows):
+        """Whether a pass over ``rows`` rows is screened (``ScreenedHead``): ``forward`` then returns the target's
+        token per row, not logits."""
+        return self.screen is not None and self.screen.supported and rows >= self.screen.from_rows
+
     def forward(self, last_token, draft, first_rows=None):
         """Logits (1 + len(draft), vocab): row i scores the token after ``[last_token] + draft[:i]``; with
-        ``first_rows`` (where ``stages``), those rows only, the others then from ``rest``."""
+        ``first_rows`` (where ``stages``), those rows only, the others then from ``rest``; where ``screens``,
+        the target's token per row instead (1-D long)."""
         ids = torch.cat([last_token.view(1, 1), draft.view(1, -1)], dim=1)
+        if self.screens(ids.shape[1]):
+            with self.screen.choosing():
+                self._run(ids, ids.shape[1])
+            return self.screen.choices
         if first_rows is None:
             return self._run(ids, ids.shape[1])
         with self.staging.first_stage(first_rows):

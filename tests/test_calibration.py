@@ -22,7 +22,7 @@ def test_measured_curve_is_well_formed(kind):
 def test_a_longer_pass_measured_cheaper_stays_cheaper(monkeypatch):
     # a CPU's 8-row stair: 16 rows (k = 15) faster than 15 (k = 14); the curve keeps what was measured
     stair = {1: 0.10, 15: 0.45, 16: 0.30, 17: 0.37}
-    monkeypatch.setattr(pass_timing, "time_pass", lambda model, cache, ids, context: stair[ids.shape[1]])
+    monkeypatch.setattr(pass_timing, "time_pass", lambda model, cache, ids, context, screen=None: stair[ids.shape[1]])
     curve = calibration.measure_cost_curve(tiny_model("llama"), ks=(0, 14, 15, 16), context=8, repeats=2)
     assert curve.seconds == (0.10, 0.45, 0.30, 0.37)
 
@@ -31,7 +31,7 @@ def test_the_curve_warms_up_its_two_ends_then_keeps_each_lengths_fastest_timed_p
     timed = []
     seconds = iter([9.0, 9.0, 0.2, 0.5, 0.9, 9.0, 9.0, 0.1, 0.6, 0.7, 0.3, 0.4, 0.8])  # warm-ups: never kept
 
-    def time_pass(model, cache, ids, context):
+    def time_pass(model, cache, ids, context, screen=None):
         timed.append(ids.shape[1] - 1)
         return next(seconds)
 
@@ -50,7 +50,7 @@ def test_a_length_timed_slower_than_a_longer_one_is_timed_again_once(monkeypatch
     timed = []
     seconds = {0: [0.1], 4: [0.2], 8: [0.5, 0.25], 16: [0.4]}  # k = 8 slowed by chance the first time
 
-    def time_pass(model, cache, ids, context):
+    def time_pass(model, cache, ids, context, screen=None):
         k = ids.shape[1] - 1
         timed.append(k)
         return seconds[k].pop(0) if len(seconds[k]) > 1 else seconds[k][0]
@@ -65,7 +65,7 @@ def test_a_length_timed_slower_than_a_longer_one_is_timed_again_once(monkeypatch
 def test_lengths_not_measured_are_interpolated_and_the_default_times_twelve(monkeypatch):
     timed = []
 
-    def time_pass(model, cache, ids, context):
+    def time_pass(model, cache, ids, context, screen=None):
         timed.append(ids.shape[1] - 1)
         return 0.1 + 0.01 * (ids.shape[1] - 1)
 
@@ -221,7 +221,7 @@ def test_output_layer_times_filled_in_out_of_range_are_dropped_not_raised(monkey
             return contextlib.nullcontext()
 
     def curve_with(head):
-        def timed(model, cache, ids, context):
+        def timed(model, cache, ids, context, screen=None):
             clocks[-1].last = head[ids.shape[1] - 1]
             return 0.01 + 1e-4 * ids.shape[1]
 
@@ -230,6 +230,7 @@ def test_output_layer_times_filled_in_out_of_range_are_dropped_not_raised(monkey
                                               measured=(0, 31, 63))
 
     monkeypatch.setattr(calibration, "HeadClock", Clock)
+    monkeypatch.setattr(calibration.ScreenedHead, "for_model", classmethod(lambda cls, model: None))  # unscreened
     kept = curve_with({0: 1e-4, 31: 2e-3, 63: 4e-3})
     assert kept.head == pytest.approx((1e-4, 2e-3, 4e-3, 4e-3 + 2e-3 / 32))  # tiny llama's logits: stageable
     with caplog.at_level("INFO", logger="draftless.integration.calibration"):

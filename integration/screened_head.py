@@ -1,0 +1,185 @@
+"""The greedy loop's output layer screened in bfloat16: each row's token chosen exactly as the fp32 argmax, from a
+bfloat16 product over every vocabulary row and fp32 products over the few rows that could win.
+
+A greedy pass without logits processors, scores or logits to return needs one thing from the output layer: the
+argmax of each row. Gemma 3 270M's output layer (262,144 x 640) is 40-60 % of a pass on a 2-core CPU, and a
+processor with bfloat16 dot products (AVX-512 BF16, AMX) multiplies in bfloat16 at twice fp32's rate. So for a
+pass over ``rows >= SCREEN_FROM_ROWS`` rows, ``ScreenedHead`` replaces the output layer's product by
+
+1. ``s = bf16(x) @ bf16(W).T`` through oneDNN (bfloat16 operands, fp32 sums, a bfloat16 result);
+2. a bound ``B`` per row on ``|s_j - x . W_j|`` for every token j (``error_bound``);
+3. the candidates ``s_j >= max(s) - 2B``, each scored in fp32, the highest taken (the lowest id on a tie).
+
+Every token j left out has ``x . W_j <= s_j + B < max(s) - B <= x . W_a`` (a: the bfloat16 argmax), so it
+cannot be the fp32 argmax: the choice is the fp32 argmax, only the rounding of its fp32 sum taken in another
+order (as the planned forms' are, ``linear_plan``). Replacing the module's forward, the model's call returns the
+hidden rows in place of logits; the loop reads ``choices``. Served only where the model returns its output
+layer's product unchanged as the logits (checked at the prefill) and keeps a bfloat16 copy of the weight
+(Gemma 3 270M: 335 MB beside the 1.07 GB model).
+"""
+
+import contextlib
+import functools
+import weakref
+
+import torch
+
+from .onednn_product import onednn_product, onednn_supported
+
+# from this many rows a screened pass ran faster than the planned fp32 product on session 37's host (Gemma 3 270M,
+# 2-core AMD EPYC with AVX-512 BF16): see "The output layer screened in bfloat16" in benchmarks/recorded/README.md
+SCREEN_FROM_ROWS = 9
+# a row with more candidates than this (a flat distribution: the calibration's random tokens, rarely real text,
+# whose rows had 1 to 93 within 2^-6-wide bounds, median 4) takes the fp32 product whole
+MAX_CANDIDATES = 256
+# output layers with fewer weights are never screened: SmolLM2-135M's (49,152 x 576, 28M) decoded its code_edit 9 %
+# slower screened, the bookkeeping outweighing a product that small; Gemma 3 270M's (168M) 4-13 % faster
+MIN_WEIGHTS = 64 << 20
+_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+_SCREENS = weakref.WeakKeyDictionary()  # output layer -> its ScreenedHead: one bfloat16 copy per weight
+
+
+@functools.lru_cache(maxsize=1)
+def native_bf16():
+    """Whether this CPU multiplies bfloat16 natively (AVX-512 BF16 or AMX; read from ``/proc/cpuinfo``): without,
+    oneDNN's bfloat16 products run slower than fp32's and screening would cost time."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("flags"):
+                    return any(flag in line.split() for flag in _BF16_FLAGS)
+    except OSError:
+        pass
+    return False
+
+
+def error_bound(rows, norms, in_features):
+    """Per row of ``rows`` (fp32 hidden states, 2-D), a bound on ``|s_j - x . W_j|`` for every output row j of a
+    weight whose largest row norms are ``norms`` = (L2, L1, max): bfloat16 rounding of both operands and of the
+    result (unit roundoff u = 2^-8 each) and fp32 sums of ``in_features`` terms in any order (both ours and the
+    reference's), each at most ``gamma_n`` times the sum of the terms' sizes, all times ``S = sum |x_i W_ji|``,
+    itself at most the smallest of three Hoelder bounds; doubled for margin."""
+    u, unit32 = 2.0 ** -8, 2.0 ** -24
+    gamma = in_features * unit32 / (1 - in_features * unit32)
+    kappa = 2 * (3 * u + 3 * u * u + u ** 3 + 3 * gamma * (1 + u) ** 3)
+    l2, l1, largest = norms
+    x = rows.double()
+    size = torch.minimum(torch.minimum(x.norm(dim=1) * l2, x.abs().amax(dim=1) * l1), x.abs().sum(dim=1) * largest)
+    return kappa * size + 1e-30  # + flushed denormals' share
+
+
+class ScreenedHead:
+    """A model's output layer screened in bfloat16 for greedy passes (see the module doc); ``for_model`` builds it
+    where it can serve."""
+
+    def __init__(self, head):
+        self.head = head
+        weight = head.weight.detach()
+        self.weight = weight
+        self.low = weight.to(torch.bfloat16)
+        self.onednn = onednn_supported(self.low[:64])  # else torch's own bfloat16 product (slower; tests anywhere)
+        self.norms = (float(weight.norm(dim=1).max()), float(weight.abs().sum(dim=1).max()),
+                      float(weight.abs().amax(dim=1).max()))
+        self.from_rows = SCREEN_FROM_ROWS  # passes over fewer rows take the layer's own product
+        self.supported = False  # known at the prefill: the model returns the layer's output as its logits
+        self.choices = None  # the latest screened pass's token per row
+        self._seen = None
+        self._timing = False
+        self._version = (weight.data_ptr(), weight._version)
+
+    @classmethod
+    def for_model(cls, model, min_weights=None):
+        """The ``ScreenedHead`` of ``model`` (one per output layer and weight, kept while the model lives), or None
+        where it cannot pay or serve: off the CPU, not fp32, an output layer that is not a plain bias-free
+        ``nn.Linear``, has fewer than ``min_weights`` (by default ``MIN_WEIGHTS``) weights or non-finite ones, no native bfloat16, or no
+        oneDNN bfloat16 product."""
+        head = model.get_output_embeddings() if callable(getattr(model, "get_output_embeddings", None)) else None
+        if type(head) is not torch.nn.Linear or head.bias is not None or head.weight.device.type != "cpu":
+            return None
+        least = MIN_WEIGHTS if min_weights is None else min_weights
+        if head.weight.dtype != torch.float32 or head.weight.numel() < least or not native_bf16():
+            return None
+        screen = _SCREENS.get(head)
+        if screen is not None and screen._version == (head.weight.data_ptr(), head.weight._version):
+            return screen
+        if not bool(torch.isfinite(head.weight).all()) or not onednn_supported(head.weight.detach()[:64].to(torch.bfloat16)):
+            return None  # no fast bfloat16 product: screening would cost time
+        _SCREENS[head] = screen = cls(head)
+        return screen
+
+    @contextlib.contextmanager
+    def checking_prefill(self):
+        """Within the block (the prefill's model call), note the output layer's output, for ``check_prefill``."""
+        handle = self.head.register_forward_hook(self._note)
+        try:
+            yield
+        finally:
+            handle.remove()
+
+    def _note(self, module, args, output):
+        self._seen = output
+
+    def check_prefill(self, logits):
+        """Whether the model returned its output layer's output unchanged as ``logits`` (a soft cap or a scale
+        after it would change the argmax's meaning): only then are passes screened."""
+        seen, self._seen = self._seen, None
+        self.supported = isinstance(seen, torch.Tensor) and seen.data_ptr() == logits.data_ptr() \
+            and seen.shape == logits.shape and seen.dtype == logits.dtype
+        return self.supported
+
+    @contextlib.contextmanager
+    def choosing(self, timing=False):
+        """Within the block, the output layer returns its input (the hidden rows) and leaves each row's token in
+        ``choices`` (``argmax``, ``timing`` as it takes it). Its own forward (a planned product, or none) is
+        restored after."""
+        before = self.head.__dict__.get("forward")
+        self.head.forward = self._forward
+        self._timing = timing
+        try:
+            yield
+        finally:
+            self._timing = False
+            if before is None:
+                del self.head.forward
+            else:
+                self.head.forward = before
+
+    def _forward(self, hidden):
+        self.choices = self.argmax(hidden.reshape(-1, hidden.shape[-1]), self._timing)
+        return hidden
+
+    def argmax(self, rows, timing=False):
+        """The fp32 argmax of ``rows @ W.T`` per row (the lowest token id on a tie), through the screen. A row with
+        more than ``MAX_CANDIDATES`` candidates (a flat distribution) takes the fp32 product whole. With ``timing``
+        (the calibration's passes over random tokens and keys, whose rows are all flat), only the tokens at each
+        row's bfloat16 maximum are candidates, as few as a row of real text has: the cost of a real pass, but
+        not an exact choice."""
+        if not bool(torch.isfinite(rows).all()):  # no bound holds: the fp32 product whole
+            return torch.nn.functional.linear(rows, self.weight).argmax(dim=-1)
+        low16 = rows.to(torch.bfloat16)
+        low = onednn_product(self.low, None, low16) if self.onednn else torch.nn.functional.linear(low16, self.low)
+        bound = error_bound(rows, self.norms, rows.shape[1])
+        threshold = (low.amax(dim=1).double() - (0 if timing else 2) * bound).float()
+        threshold = torch.nextafter(threshold, torch.full_like(threshold, -float("inf")))  # rounded down
+        at, token = (low >= threshold[:, None]).nonzero(as_tuple=True)  # by row, then by token id
+        q = rows.shape[0]
+        counts = torch.bincount(at, minlength=q)
+        choices = torch.full((q,), self.weight.shape[0], dtype=torch.long)
+        flat = counts > MAX_CANDIDATES
+        if bool(flat.any()):
+            wide = flat.nonzero().flatten()
+            choices[wide] = torch.nn.functional.linear(rows[wide], self.weight).argmax(dim=-1)
+            keep = ~flat[at]
+            at, token = at[keep], token[keep]
+        exact = (rows[at] * self.weight[token]).sum(dim=1)
+        best = torch.full((q,), -float("inf")).scatter_reduce(0, at, exact, "amax")
+        won = exact == best[at]
+        return choices.scatter_reduce(0, at[won], token[won], "amin")
+
+
+def accept_choices(choices, draft):
+    """Greedy acceptance given the target's token per row (``choices``, 1 + len(draft)): ``(n, tokens, None)`` as
+    ``acceptance.greedy_accept`` returns without processors, with no scores."""
+    k = draft.shape[0]
+    n = int((choices[:k] == draft).long().cumprod(0).sum()) if k else 0
+    return n, choices[: n + 1], None

@@ -1,0 +1,179 @@
+"""The output layer screened in bfloat16: each row's token is the fp32 argmax, whatever bfloat16 rounds."""
+
+import pytest
+import torch
+
+from draftless.integration import SpeculativeGenerator, calibration, pass_timing, screened_head
+from draftless.integration.screened_head import MAX_CANDIDATES, ScreenedHead, accept_choices, error_bound
+from draftless.lookup import AdaptiveConfig
+
+from proposers import OracleProposer
+from tiny_models import repetitive_prompt, tiny_model
+
+
+def linear(weight):
+    head = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=False)
+    with torch.no_grad():
+        head.weight.copy_(weight)
+    return head
+
+
+def fp32_argmax(rows, weight):
+    return (rows.double() @ weight.double().T).argmax(dim=1)  # no fp32 near-tie in these rows: the same choice
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_choices_are_the_fp32_argmax_where_bfloat16_alone_picks_wrong(seed):
+    g = torch.Generator().manual_seed(seed)
+    weight = torch.randn((3000, 48), generator=g) * 0.05
+    rows = torch.randn((40, 48), generator=g) * 30
+    # every row's best token given a twin of a lower id whose logit is 1e-3 below: rounded to bfloat16 (2^-8
+    # relative) the two weight rows are one, the logits tie, and bfloat16's argmax takes the twin
+    best = fp32_argmax(rows, weight)
+    for i, tok in enumerate(best.tolist()):
+        twin = (tok - 1 - i) % weight.shape[0]
+        direction = rows[i] / rows[i].norm() ** 2
+        weight[twin] = weight[tok] - 1e-3 * direction
+    screen = ScreenedHead(linear(weight))
+    want = fp32_argmax(rows, weight)
+    low = torch.nn.functional.linear(rows.bfloat16(), weight.bfloat16()).float().argmax(dim=1)
+    assert not torch.equal(low, want)  # bfloat16's own choice is wrong somewhere
+    assert torch.equal(screen.argmax(rows), want)
+
+
+def test_ties_go_to_the_lowest_token_id_and_flat_rows_to_the_whole_product():
+    weight = torch.randn((2 * MAX_CANDIDATES + 7, 16)) * 0.1
+    weight[9] = weight[200]  # an exact tie: the lower id wins, as argmax picks it
+    rows = torch.stack([weight[200] * 50, torch.zeros(16), torch.full((16,), 1e-30)])
+    screen = ScreenedHead(linear(weight))
+    got = screen.argmax(rows)
+    assert got[0] == 9 and got[1] == 0  # a zero row: every logit 0, more candidates than MAX_CANDIDATES
+    assert got[2] == torch.nn.functional.linear(rows[2:], weight).argmax()
+
+
+def test_non_finite_rows_take_the_whole_product():
+    weight = torch.randn((50, 8))
+    rows = torch.randn((2, 8))
+    rows[1, 3] = float("inf")
+    want = torch.nn.functional.linear(rows, weight).argmax(dim=1)
+    assert torch.equal(ScreenedHead(linear(weight)).argmax(rows), want)
+
+
+@pytest.mark.parametrize("scale", [1e-3, 1.0, 1e3])
+def test_the_error_bound_holds_on_every_logit(scale):
+    g = torch.Generator().manual_seed(1)
+    weight = torch.randn((4000, 640), generator=g) * scale
+    rows = torch.randn((8, 640), generator=g) * torch.logspace(-2, 2, 8)[:, None]
+    screen = ScreenedHead(linear(weight))
+    low = torch.nn.functional.linear(rows.bfloat16(), screen.low).double()
+    exact = rows.double() @ weight.double().T
+    bound = error_bound(rows, screen.norms, 640)
+    assert bool(((low - exact).abs() <= bound[:, None]).all())
+
+
+def test_accept_choices_matches_greedy_acceptance():
+    choices = torch.tensor([5, 6, 9, 2])
+    n, tokens, _ = accept_choices(choices, torch.tensor([5, 6, 7]))
+    assert n == 2 and tokens.tolist() == [5, 6, 9]  # the target's token where the draft failed
+    n, tokens, scores = accept_choices(choices, torch.tensor([5, 6, 9]))
+    assert n == 3 and torch.equal(tokens, choices) and scores is None
+    n, tokens, _ = accept_choices(choices[:1], torch.empty(0, dtype=torch.long))
+    assert n == 0 and tokens.tolist() == [5]
+
+
+@pytest.fixture
+def forced_screen(monkeypatch):
+    """Every model screened from one row on, on any host (torch's bfloat16 product where oneDNN has none);
+    the screens built are listed."""
+    built = []
+
+    def for_model(cls, model, min_weights=None):
+        screen = ScreenedHead(model.get_output_embeddings())
+        screen.from_rows = 1
+        calls = screen.argmax
+        screen.calls = 0
+
+        def counted(rows, timing=False):
+            screen.calls += 1
+            return calls(rows, timing)
+
+        screen.argmax = counted
+        built.append(screen)
+        return screen
+
+    monkeypatch.setattr(ScreenedHead, "for_model", classmethod(for_model))
+    return built
+
+
+@pytest.mark.parametrize("kind", ["llama", "gemma3", "qwen2", "gpt2"])
+def test_screened_generation_equals_generate(kind, forced_screen):
+    model = tiny_model(kind)
+    ids = repetitive_prompt(30, seed=3)
+    ref = model.generate(ids, do_sample=False, max_new_tokens=40, eos_token_id=None)
+    gen = SpeculativeGenerator(model)
+    assert torch.equal(gen.generate(ids, max_new_tokens=40, eos_token_id=None), ref)
+    # forced long drafts, all accepted: passes over many rows
+    oracle = SpeculativeGenerator(model, proposer=OracleProposer(ref[0].tolist(), length=25))
+    assert torch.equal(oracle.generate(ids, max_new_tokens=40, eos_token_id=None), ref)
+    assert oracle.last_stats.passes < 10
+    assert sum(s.calls for s in forced_screen) >= gen.last_stats.passes + oracle.last_stats.passes
+
+
+@pytest.mark.parametrize("settings", [dict(do_sample=True, top_k=0), dict(repetition_penalty=1.3),
+                                      dict(output_scores=True, return_dict_in_generate=True)])
+def test_not_screened_where_the_logits_matter(settings, forced_screen):
+    model = tiny_model("llama")
+    ids = repetitive_prompt(30, seed=3)
+    SpeculativeGenerator(model).generate(ids, max_new_tokens=24, eos_token_id=None, **settings)
+    assert all(s.calls == 0 for s in forced_screen)
+
+
+def test_the_config_turns_it_off(forced_screen):
+    model = tiny_model("llama")
+    ids = repetitive_prompt(30, seed=3)
+    gen = SpeculativeGenerator(model, config=AdaptiveConfig(screened_head=False))
+    gen.generate(ids, max_new_tokens=24, eos_token_id=None)
+    assert not forced_screen and gen.last_stats.passes > 0
+    with pytest.raises(TypeError, match="screened_head"):
+        AdaptiveConfig(screened_head="yes")
+
+
+def test_only_fp32_bias_free_large_output_layers_with_native_bfloat16(monkeypatch):
+    monkeypatch.setattr(screened_head, "native_bf16", lambda: True)
+    model = tiny_model("llama")
+    assert ScreenedHead.for_model(model) is None  # under MIN_WEIGHTS
+    assert ScreenedHead.for_model(model.to(torch.float64), min_weights=0) is None
+    model.to(torch.float32)
+    monkeypatch.setattr(screened_head, "native_bf16", lambda: False)
+    assert ScreenedHead.for_model(model, min_weights=0) is None
+    monkeypatch.setattr(screened_head, "native_bf16", lambda: True)
+    model.lm_head.bias = torch.nn.Parameter(torch.zeros(model.lm_head.out_features))
+    assert ScreenedHead.for_model(model, min_weights=0) is None
+
+
+def test_the_calibration_times_the_passes_a_greedy_run_screens(monkeypatch):
+    timed, built = [], []
+
+    def for_model(cls, model, min_weights=None):
+        built.append(ScreenedHead(model.get_output_embeddings()))
+        built[-1].from_rows = 5
+        return built[-1]
+
+    monkeypatch.setattr(ScreenedHead, "for_model", classmethod(for_model))
+
+    def time_pass(model, cache, ids, context, screen=None):
+        timed.append((ids.shape[1], screen is not None))
+        return 0.01 * ids.shape[1]
+
+    monkeypatch.setattr(pass_timing, "time_pass", time_pass)
+    curve = calibration.measure_cost_curve(tiny_model("llama"), ks=(0, 3, 4, 8), context=8)
+    assert built[-1].supported and curve.head == ()  # the output layer's times are the screen's: none kept
+    assert {rows for rows, screened in timed if screened} == {5, 9}
+    assert {rows for rows, screened in timed if not screened} == {1, 4}
+
+
+def test_a_screened_pass_timed_chooses_from_each_rows_maximum_only():
+    weight = torch.randn((600, 16))
+    rows = torch.zeros((3, 16))  # every logit 0: all tie at the maximum
+    screen = ScreenedHead(linear(weight))
+    assert screen.argmax(rows, timing=True).tolist() == [0, 0, 0]
