@@ -36,7 +36,7 @@ MAX_CANDIDATES = 256
 # over every token and its ``nonzero``), among all only where every one of them is a candidate
 TOP_CANDIDATES = 16
 # output layers with fewer weights are never screened: SmolLM2-135M's (49,152 x 576, 28M) decoded its code_edit 9 %
-# slower screened, the bookkeeping outweighing a product that small; Gemma 3 270M's (168M) 3-13 % faster
+# slower screened, the bookkeeping outweighing a product that small; Gemma 3 270M's (168M) 3-20 % faster
 MIN_WEIGHTS = 64 << 20
 _BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 _SCREENS = weakref.WeakKeyDictionary()  # output layer -> its ScreenedHead: one bfloat16 copy per weight

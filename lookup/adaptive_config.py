@@ -120,7 +120,7 @@ class AdaptiveConfig:
     # a greedy pass over at least 9 rows without logits processors, scores or logits returned chooses each row's
     # token through the output layer screened in bfloat16 (exact; ``integration/screened_head.py``) where the
     # loop serves it (a CPU with bfloat16 dot products, an output layer of at least 64M weights). On: Gemma 3
-    # 270M's code_edit decoded 3-13 % faster in five runs side by side (each prompt both ways), outputs identical
+    # 270M's code_edit decoded 3-20 % faster in six runs side by side (each prompt both ways), outputs identical
     # ("The output layer screened in bfloat16" in ``benchmarks/recorded/README.md``)
     screened_head: bool = True
 
