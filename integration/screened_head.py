@@ -76,7 +76,7 @@ class ScreenedHead:
     where it can serve."""
 
     def __init__(self, head):
-        self.head = head
+        self._head = weakref.ref(head)  # not the module itself: the cache of screens is keyed by it
         weight = head.weight.detach()
         self.weight = weight
         self.low = weight.to(torch.bfloat16)
@@ -109,6 +109,11 @@ class ScreenedHead:
             return None  # no fast bfloat16 product: screening would cost time
         _SCREENS[head] = screen = cls(head)
         return screen
+
+    @property
+    def head(self):
+        """The output layer screened."""
+        return self._head()
 
     @contextlib.contextmanager
     def checking_prefill(self):

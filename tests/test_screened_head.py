@@ -1,5 +1,8 @@
 """The output layer screened in bfloat16: each row's token is the fp32 argmax, whatever bfloat16 rounds."""
 
+import gc
+import weakref
+
 import pytest
 import torch
 
@@ -177,3 +180,18 @@ def test_a_screened_pass_timed_chooses_from_each_rows_maximum_only():
     rows = torch.zeros((3, 16))  # every logit 0: all tie at the maximum
     screen = ScreenedHead(linear(weight))
     assert screen.argmax(rows, timing=True).tolist() == [0, 0, 0]
+
+
+def test_the_kept_bfloat16_copy_goes_with_its_model(monkeypatch):
+    monkeypatch.setattr(screened_head, "native_bf16", lambda: True)
+    monkeypatch.setattr(screened_head, "onednn_supported", lambda weight: True)  # on any host
+    model = tiny_model("llama")
+    screen = ScreenedHead.for_model(model, min_weights=0)
+    assert screen is ScreenedHead.for_model(model, min_weights=0) and screen.head is model.lm_head
+    with torch.no_grad():
+        model.lm_head.weight.mul_(2)  # changed in place: built anew
+    assert ScreenedHead.for_model(model, min_weights=0) is not screen
+    head = weakref.ref(model.lm_head)
+    del model, screen
+    gc.collect()
+    assert head() is None  # the cache of screens did not keep the model's output layer alive
