@@ -18,10 +18,8 @@ def greedy_accept(logits, draft, prefix_ids, processors):
     """
     k = draft.shape[0]
     if len(processors) == 0:
-        choices = logits.argmax(dim=-1)
-        matches = (choices[:k] == draft).long()
-        n = int(matches.cumprod(0).sum()) if k else 0
-        return n, choices[: n + 1], logits[: n + 1]
+        n, tokens, _ = accept_choices(logits.argmax(dim=-1), draft)
+        return n, tokens, logits[: n + 1]
     rows = []
     for i in range(k + 1):  # returns at the first mismatch, at the latest at i == k (the bonus)
         seq = torch.cat([prefix_ids, draft[:i].view(1, -1)], dim=1) if i else prefix_ids
@@ -31,6 +29,15 @@ def greedy_accept(logits, draft, prefix_ids, processors):
         if i == k or choice != draft[i]:
             tokens = torch.cat([draft[:i], choice.view(1)])
             return i, tokens, torch.stack(rows)
+
+
+def accept_choices(choices, draft):
+    """Greedy acceptance given the target's token per row (``choices``, 1 + len(draft)): ``(n, tokens, None)``,
+    ``n`` the draft tokens equal to the target's choices before the first that is not, ``tokens`` those and the
+    target's token after them; no scores (a screened output layer computes none: ``screened_head``)."""
+    k = draft.shape[0]
+    n = int((choices[:k] == draft).long().cumprod(0).sum()) if k else 0
+    return n, choices[: n + 1], None
 
 
 def _mix(x):

@@ -192,11 +192,3 @@ class ScreenedHead:
         best = torch.full((q,), -float("inf")).scatter_reduce(0, at, exact, "amax")
         won = exact == best[at]
         return choices.scatter_reduce(0, at[won], token[won], "amin")
-
-
-def accept_choices(choices, draft):
-    """Greedy acceptance given the target's token per row (``choices``, 1 + len(draft)): ``(n, tokens, None)`` as
-    ``acceptance.greedy_accept`` returns without processors, with no scores."""
-    k = draft.shape[0]
-    n = int((choices[:k] == draft).long().cumprod(0).sum()) if k else 0
-    return n, choices[: n + 1], None

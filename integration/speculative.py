@@ -25,7 +25,7 @@ from transformers.generation.utils import GenerateDecoderOnlyOutput
 from draftless.lookup import AdaptiveConfig, AdaptiveProposer, DraftConfig, ReferenceCorpus, SuffixProposer
 from draftless.lookup.adaptive import cost_model
 
-from .acceptance import TokenDraws, greedy_accept, sample_accept
+from .acceptance import TokenDraws, accept_choices, greedy_accept, sample_accept
 from .attention import grouped_query_sdpa
 from .calibration import cached_cost_curve, cached_inexact_drafts, cached_linear_plans, checks_pass_lengths
 from .learned_shape import load_learned_shape, save_learned_shape
@@ -34,7 +34,7 @@ from .pass_check import MAX_DRAFT, exact_length, full_precision
 from .proposer_output import may_stage, proposed_draft, staged_rows
 from . import kv_cache
 from .generation_plan import UnsupportedGeneration, embedding_rows, plan_generation, positions_left
-from .screened_head import ScreenedHead, accept_choices
+from .screened_head import ScreenedHead
 from .staged_head import StagedHead, accept_in_stages
 from .stats import StatsRecorder
 from .stop_strings import first_stop

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from draftless.integration import SpeculativeGenerator, calibration, pass_timing, screened_head
-from draftless.integration.screened_head import MAX_CANDIDATES, ScreenedHead, accept_choices, error_bound
+from draftless.integration.acceptance import accept_choices
+from draftless.integration.screened_head import MAX_CANDIDATES, ScreenedHead, error_bound
 from draftless.lookup import AdaptiveConfig
 
 from proposers import OracleProposer
