@@ -25,6 +25,7 @@ import weakref
 import torch
 
 from .onednn_product import onednn_product, onednn_supported
+from .staged_head import returned_as_logits
 
 # from this many rows a screened pass ran faster than the planned fp32 product on session 37's host (Gemma 3 270M,
 # 2-core AMD EPYC with AVX-512 BF16): see "The output layer screened in bfloat16" in benchmarks/recorded/README.md
@@ -125,14 +126,13 @@ class ScreenedHead:
             handle.remove()
 
     def _note(self, module, args, output):
-        self._seen = output
+        self._seen = (output, output._version) if isinstance(output, torch.Tensor) else None
 
     def check_prefill(self, logits):
-        """Whether the model returned its output layer's output unchanged as ``logits`` (a soft cap or a scale
-        after it would change the argmax's meaning): only then are passes screened."""
+        """Whether the model returned its output layer's output unchanged as ``logits`` (or only cast; a soft cap
+        or a scale after it, in place or not, would change the argmax's meaning): only then are passes screened."""
         seen, self._seen = self._seen, None
-        self.supported = isinstance(seen, torch.Tensor) and seen.data_ptr() == logits.data_ptr() \
-            and seen.shape == logits.shape and seen.dtype == logits.dtype
+        self.supported = returned_as_logits(seen, logits)[0]
         return self.supported
 
     @contextlib.contextmanager

@@ -79,16 +79,7 @@ class StagedHead(_OutputLayerHooks):
         """After the prefill's model call, with the logits it returned: whether they are the module's output
         (or that cast to their dtype), so that rows the module computes later are the model's logits too."""
         seen, self._output = self._output, None
-        self.supported = False
-        if seen is None:
-            return False
-        output, version = seen
-        if output._version != version or output.shape != logits.shape:
-            return False
-        if output is logits or (output.dtype == logits.dtype and output.data_ptr() == logits.data_ptr()):
-            self.supported, self._dtype = True, None
-        elif output.dtype != logits.dtype and torch.equal(output.to(logits.dtype), logits):
-            self.supported, self._dtype = True, logits.dtype
+        self.supported, self._dtype = returned_as_logits(seen, logits)
         if not self.supported:
             logger.debug("draftless: the model changes its output layer's products before returning them as "
                         "logits; every pass computes the output layer whole")
@@ -114,6 +105,22 @@ class StagedHead(_OutputLayerHooks):
         finally:
             self._inside = False
         return out if self._dtype is None else out.to(self._dtype)
+
+
+def returned_as_logits(seen, logits):
+    """``(returned, dtype)``: whether ``logits`` (what a model call returned) are its output layer's output
+    ``seen`` (``(output, its version then)``, None if unseen) unchanged, and the dtype the model cast it to (None
+    for none). An output changed in place since (its version moved) is not."""
+    if seen is None:
+        return False, None
+    output, version = seen
+    if output._version != version or output.shape != logits.shape:
+        return False, None
+    if output is logits or (output.dtype == logits.dtype and output.data_ptr() == logits.data_ptr()):
+        return True, None
+    if output.dtype != logits.dtype and torch.equal(output.to(logits.dtype), logits):
+        return True, logits.dtype
+    return False, None
 
 
 def accept_in_stages(accept, first, rest, draft, prefix_ids, processors):
