@@ -34,14 +34,21 @@ def processor_identity(device):
 
 @functools.lru_cache(maxsize=1)
 def _cpu_model_name():
+    return cpuinfo_field("model name") or platform.processor() or platform.machine()
+
+
+@functools.lru_cache(maxsize=None)
+def cpuinfo_field(name):
+    """The value of the first ``name`` line of ``/proc/cpuinfo`` (the first processor's), or None where there is
+    no such file or line."""
     try:
         with open("/proc/cpuinfo") as cpuinfo:
             for line in cpuinfo:
-                if line.startswith("model name"):
+                if line.split(":", 1)[0].strip() == name:
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return None
 
 
 # config fields that name or describe the checkpoint, not the computation of a pass: models that differ only in

@@ -19,11 +19,11 @@ layer's product unchanged as the logits (checked at the prefill) and keeps a bfl
 """
 
 import contextlib
-import functools
 import weakref
 
 import torch
 
+from .calibration_key import cpuinfo_field
 from .onednn_product import onednn_product, onednn_supported
 from .staged_head import returned_as_logits
 
@@ -43,18 +43,10 @@ _BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 _SCREENS = weakref.WeakKeyDictionary()  # output layer -> its ScreenedHead: one bfloat16 copy per weight
 
 
-@functools.lru_cache(maxsize=1)
 def native_bf16():
     """Whether this CPU multiplies bfloat16 natively (AVX-512 BF16 or AMX; read from ``/proc/cpuinfo``): without,
     oneDNN's bfloat16 products run slower than fp32's and screening would cost time."""
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("flags"):
-                    return any(flag in line.split() for flag in _BF16_FLAGS)
-    except OSError:
-        pass
-    return False
+    return any(flag in (cpuinfo_field("flags") or "").split() for flag in _BF16_FLAGS)
 
 
 def error_bound(rows, norms, in_features):
@@ -76,12 +68,13 @@ class ScreenedHead:
     """A model's output layer screened in bfloat16 for greedy passes (see the module doc); ``for_model`` builds it
     where it can serve."""
 
-    def __init__(self, head):
+    def __init__(self, head, onednn=None):
         self._head = weakref.ref(head)  # not the module itself: the cache of screens is keyed by it
         weight = head.weight.detach()
         self.weight = weight
         self.low = weight.to(torch.bfloat16)
-        self.onednn = onednn_supported(self.low[:64])  # else torch's own bfloat16 product (slower; tests anywhere)
+        # through oneDNN where it multiplies bfloat16 (None: try it), else torch's own product (slower; tests anywhere)
+        self.onednn = onednn_supported(self.low[:64]) if onednn is None else onednn
         self.norms = (float(weight.norm(dim=1).max()), float(weight.abs().sum(dim=1).max()),
                       float(weight.abs().amax(dim=1).max()))
         self.from_rows = SCREEN_FROM_ROWS  # passes over fewer rows take the layer's own product
@@ -108,7 +101,7 @@ class ScreenedHead:
             return screen
         if not bool(torch.isfinite(head.weight).all()) or not onednn_supported(head.weight.detach()[:64].to(torch.bfloat16)):
             return None  # no fast bfloat16 product: screening would cost time
-        _SCREENS[head] = screen = cls(head)
+        _SCREENS[head] = screen = cls(head, onednn=True)
         return screen
 
     @property
