@@ -18,7 +18,8 @@ _DTYPES = (torch.float32, torch.bfloat16)
 def onednn_supported(weight):
     """Whether ``weight`` (a linear layer's, ``(out, in)``) can be multiplied through oneDNN here: on the CPU, in
     float32 or bfloat16, with torch built with oneDNN, and one trial product equal to ``nn.Linear``'s within
-    float rounding (a build whose kernel refuses the shape or dtype raises: the form is then left out)."""
+    float rounding (a build whose kernel refuses the shape or dtype raises: the form is then left out; so is a
+    weight with a value that is not finite)."""
     if weight.device.type != "cpu" or weight.dtype not in _DTYPES or weight.dim() != 2:
         return False
     if not torch.backends.mkldnn.is_available() or not hasattr(torch.ops.mkldnn, "_linear_pointwise"):
@@ -30,6 +31,8 @@ def onednn_supported(weight):
             want = torch.nn.functional.linear(x, weight)
     except (RuntimeError, NotImplementedError):
         return False
+    if not bool(torch.isfinite(want).all()):
+        return False  # a weight not finite: the trial cannot tell (and such a layer gains nothing from a race)
     tolerance = 1e-2 if weight.dtype == torch.bfloat16 else 1e-4
     return got.shape == want.shape and bool(torch.allclose(got.float(), want.float(), rtol=tolerance,
                                                            atol=tolerance * float(want.abs().max()) + tolerance))

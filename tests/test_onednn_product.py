@@ -38,6 +38,10 @@ def test_a_onednn_product_is_the_linear_layers_product(rows, features, inputs, w
 def test_onednn_is_left_out_where_it_cannot_run_and_autograd_gets_nn_linear():
     assert not onednn_supported(torch.ones(8, 8, dtype=torch.float64))
     assert not onednn_supported(torch.ones(8))
+    for bad in (float("nan"), float("inf")):  # the trial product cannot tell (and raised on the tolerance before)
+        weight = torch.ones(8, 8)
+        weight[2, 5] = bad
+        assert not onednn_supported(weight)
     assert linear_plan.forms_for(torch.ones(8, 8, dtype=torch.float64)) == (linear_plan.PLAIN, linear_plan.TRANSPOSED)
     weight = torch.randn(4, 3, requires_grad=True)
     out = onednn_product(weight, None, torch.randn(2, 3))  # a gradient asked: nn.Linear's product, differentiable

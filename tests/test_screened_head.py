@@ -1,6 +1,7 @@
 """The output layer screened in bfloat16: each row's token is the fp32 argmax, whatever bfloat16 rounds."""
 
 import gc
+import math
 import weakref
 
 import pytest
@@ -207,3 +208,24 @@ def test_not_screened_where_the_model_changes_the_layers_output_in_place():
     assert returned_as_logits(seen, output) == (True, None)
     output.mul_(2)  # a scale applied in place after the layer: its argmax meaning could change (a soft cap)
     assert returned_as_logits(seen, output) == (False, None)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_not_screened_where_a_weight_is_not_finite(monkeypatch, bad):
+    monkeypatch.setattr(screened_head, "native_bf16", lambda: True)
+    model = tiny_model("llama")
+    with torch.no_grad():
+        model.lm_head.weight[5, 3] = bad
+    assert ScreenedHead.for_model(model, min_weights=0) is None
+
+
+def test_the_bfloat16_copy_and_norms_taken_in_blocks_are_those_of_the_whole(monkeypatch):
+    monkeypatch.setattr(screened_head, "BLOCK_ROWS", 7)
+    weight = torch.randn(50, 13, generator=torch.Generator().manual_seed(3))
+    weight[44, 2] = -9.0  # the largest entry and row in the last, short block
+    low, norms = screened_head.bfloat16_copy(weight)
+    assert torch.equal(low, weight.bfloat16())
+    want = (weight.norm(dim=1).max(), weight.abs().sum(dim=1).max(), weight.abs().max())
+    assert norms == pytest.approx([float(n) for n in want], rel=1e-6)
+    weight[3, 3] = float("nan")
+    assert math.isnan(screened_head.bfloat16_copy(weight)[1][0])
