@@ -84,7 +84,8 @@ def test_planned_linears_are_restored_on_error_and_skip_a_replaced_forward():
     assert tuple(head.weight.shape) not in linear_plan.plain_linears(model)
 
 
-def test_forms_far_behind_after_one_round_leave_the_race():
+def test_forms_far_behind_after_one_round_leave_the_race(monkeypatch):
+    monkeypatch.setattr(linear_plan, "OUT_OF_RACE", 2.0)
     # 1..3 rows padded (max_rows 3), then 8 rows wide: seconds after one timed round
     seconds = {(1, False): 1.0, (1, True): 5.0,    # 1 row: the plain form; the other order is far behind
                (2, False): 4.0, (2, True): 1.1,    # 2 rows: transposed; plain is the baseline, far behind
@@ -97,6 +98,12 @@ def test_forms_far_behind_after_one_round_leave_the_race():
     assert (8, False) not in linear_plan.in_the_race(seconds, max_rows=3)
     near = {form: 1.0 for form in seconds}  # nothing clear: every form keeps being timed
     assert linear_plan.in_the_race(near, max_rows=3) == list(near)
+    monkeypatch.setattr(linear_plan, "OUT_OF_RACE", 1.25)  # the default: within a quarter of the fastest
+    seconds[(8, False)] = 3.0  # a half past the other order now
+    # 3 rows transposed: out as a 2-row form (1.9 against 1.1), in as the 3-row one (the fastest there)
+    assert set(linear_plan.in_the_race(seconds, max_rows=3)) == {(1, False), (2, True), (3, True), (8, True)}
+    seconds[(1, True)] = 1.2  # within a quarter of 1-row plain's 1.0
+    assert (1, True) in linear_plan.in_the_race(seconds, max_rows=3)
 
 
 def test_a_plan_times_forms_out_of_the_race_once_and_still_counts_their_rounds(monkeypatch):
