@@ -31,8 +31,10 @@ SUBSETS = {  # name -> draft lengths kept (None: every length the run calibrated
     "low stair edges: 0, 7, 15, 31, 63": (0, 7, 15, 31, 63),
     "three: 0, 15, 63": (0, 15, 63),
     "two: 0, 63": (0, 63),
+    "lower nine: 0-4, 7, 15, 31, 63": (0, 1, 2, 3, 4, 7, 15, 31, 63),  # twelve less the upper stair edges
+    "eight: 0-2, 4, 7, 15, 31, 63": (0, 1, 2, 4, 7, 15, 31, 63),
 }
-SHORT_NAMES = dict(zip(("every", "nine", "twelve", "edges", "three", "two"), SUBSETS))  # --subsets
+SHORT_NAMES = dict(zip(("every", "nine", "twelve", "edges", "three", "two", "lower9", "eight"), SUBSETS))  # --subsets
 
 
 def coarse_curve(full, ks, sigma, rng, filled=False):
