@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from draftless.lookup import AdaptiveConfig, AdaptiveProposer
+from draftless.lookup import AdaptiveConfig
 
-from .replay import recorded_cost, replay, run_text_classes
+from .replay import AdaptiveFactory, recorded_cost, replay, run_text_classes
 
 
 def columns(path, configs):
@@ -27,7 +27,7 @@ def columns(path, configs):
     cost = recorded_cost(data)
     excluded = tuple(data.get("inexact_drafts", ()))
     kw = {"cost": cost, "excluded": excluded, "text_classes": run_text_classes(data)}
-    factories = {name: (lambda truth, cfg=cfg: AdaptiveProposer(cfg, **kw)) for name, cfg in configs.items()}
+    factories = {name: AdaptiveFactory(cfg, **kw) for name, cfg in configs.items()}
     out = {}
     for row in replay(data["outputs"], factories, cost):
         out.setdefault(row["config"], {})[row["suite"]] = row["est_speedup"]

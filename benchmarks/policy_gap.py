@@ -27,7 +27,7 @@ from draftless.lookup.adaptive import AdaptiveConfig, AdaptiveProposer
 from draftless.lookup.occurrence import agreement, periodic_continuation
 
 from .lookup_ceiling import LookupCeilingProposer
-from .replay import parse_run_arguments, replay, replay_one, run_text_classes
+from .replay import AdaptiveFactory, parse_run_arguments, replay, replay_one, run_text_classes
 
 
 def draft_kind(copying, match_length, k, copy_length):
@@ -117,7 +117,7 @@ def gap(data, cost, firsts=(1, 3)):
     excluded = tuple(data.get("inexact_drafts", ()))
     kw = {"cost": cost, "excluded": excluded, "text_classes": run_text_classes(data)}
     table = calibration(data["outputs"], lambda: CalibrationProbe(config, **kw))
-    configs = {"draftless": lambda truth: AdaptiveProposer(config, **kw)}
+    configs = {"draftless": AdaptiveFactory(config, **kw)}
     for n in firsts:
         configs[f"hindsight length, first {n} passes"] = (
             lambda truth, n=n: HindsightStart(truth, n, cost, config, **kw))

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from draftless.lookup import (DraftConfig, LlamaCppLookupRule, NgramRule, PromptLookupRule, ReferenceCorpus,
-                              RestRule, SamDecodingRule, SuffixDecodingRule, SuffixProposer)
+                              RequestStart, RestRule, SamDecodingRule, SuffixDecodingRule, SuffixProposer)
 from draftless.lookup.acceptance_model import DEFAULT_PRIOR
 from draftless.lookup.adaptive import CPU_SMALL_MODEL, AdaptiveConfig, AdaptiveProposer, cost_model
 from draftless.lookup.cost_model import CostCurve, head_products
@@ -63,7 +63,7 @@ ADAPTIVE_KNOBS = {
 # and before the periodic continuation a draft stopped at the end of the stream; before ``earliest_in_prompt``
 # the "frequent" rule's occurrence stood wherever it lay
 LEGACY_FIELDS = {"copy_share": 0.0, "periodic": False, "earliest_in_prompt": 0, "reflow": False, "shape_rate": 0.0,
-                 "first_level": False, "shape_at_knots": False}
+                 "first_level": False, "shape_at_knots": False, "start_memory": 0.0}
 
 
 @functools.lru_cache(maxsize=None)
@@ -109,6 +109,32 @@ def recorded_start(curve, config, run):
     return cost_model(config, curve, shape or None)
 
 
+def recorded_request_start(config, run):
+    """The ``RequestStart`` one recorded request (a row of a run's ``runs``) started from: what earlier requests'
+    first drafts had shown (``start_acceptance``), or the prior's where nothing had; None where ``config``
+    carries none (``start_memory`` 0, as in runs before session 38)."""
+    if not config.start_memory:
+        return None
+    state = run.get("start_acceptance")
+    return RequestStart(config, (state["hits"], state["trials"]) if state else None)
+
+
+class AdaptiveFactory:
+    """Makes the adaptive policy under ``config`` for each record replayed, the records' first drafts carried
+    from one to the next as the library carries them within a process (``RequestStart``, started afresh by
+    ``start``, which ``replay`` calls before the first record)."""
+
+    def __init__(self, config, **kw):
+        self.config, self.kw = config, kw
+        self.start()
+
+    def start(self):
+        self.request_start = RequestStart(self.config) if self.config.start_memory else None
+
+    def __call__(self, truth):
+        return AdaptiveProposer(self.config, start=self.request_start, **self.kw)
+
+
 class HistoryFactory:
     """Makes the default policy over a corpus of the records replayed before this one (``replay`` calls ``start``
     before the first record and ``done`` after each): their outputs, or with ``prompts`` whole requests."""
@@ -119,13 +145,14 @@ class HistoryFactory:
 
     def start(self):
         self.corpus = ReferenceCorpus()
+        self.request_start = RequestStart(AdaptiveConfig())
 
     def done(self, rec):
         self.corpus.add(rec["tokens"][0 if self.prompts else rec["prompt_len"]:])
 
     def __call__(self, truth):
         return AdaptiveProposer(AdaptiveConfig(), cost=self.cost, excluded=self.excluded, corpus=self.corpus,
-                                text_classes=self.text_classes)
+                                text_classes=self.text_classes, start=self.request_start)
 
 
 def configurations(grid=False, cost=CPU_SMALL_MODEL, excluded=(), history=False, text_classes=None):
@@ -136,8 +163,7 @@ def configurations(grid=False, cost=CPU_SMALL_MODEL, excluded=(), history=False,
     policy never chose there (a run's ``inexact_drafts``). ``history``: the ``HistoryFactory`` configurations too.
     ``text_classes`` (``run_text_classes``): the adaptive configurations draft re-flowed copies as the loop does."""
     configs = {
-        "draftless": lambda truth: AdaptiveProposer(AdaptiveConfig(), cost=cost, excluded=excluded,
-                                                    text_classes=text_classes),
+        "draftless": AdaptiveFactory(AdaptiveConfig(), cost=cost, excluded=excluded, text_classes=text_classes),
         "suffix_fixed": lambda truth: SuffixProposer(DraftConfig()),
         "rule_pld": lambda truth: PromptLookupRule(),
         "rule_ngram32": lambda truth: NgramRule(),
@@ -161,8 +187,8 @@ def configurations(grid=False, cost=CPU_SMALL_MODEL, excluded=(), history=False,
             for value in values:
                 cfg = AdaptiveConfig(**{knob: value})
                 label = value if knob != "prior" else PRIOR_NAMES[value]
-                configs[f"adaptive[{knob}={label}]"] = lambda truth, cfg=cfg: AdaptiveProposer(
-                    cfg, cost=cost, excluded=excluded, text_classes=text_classes)
+                configs[f"adaptive[{knob}={label}]"] = AdaptiveFactory(cfg, cost=cost, excluded=excluded,
+                                                                       text_classes=text_classes)
     return configs
 
 

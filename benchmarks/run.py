@@ -174,6 +174,9 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
                     runs[-1]["pass_seconds"] = list(stats.pass_seconds)  # what the policy learned its curve from
                     if any(stats.start_shape):  # the shape earlier requests learned, kept on disk (learned_shape)
                         runs[-1]["start_shape"] = list(stats.start_shape)
+                    if stats.start_acceptance:  # what earlier requests' first drafts showed (RequestStart)
+                        hits, trials = stats.start_acceptance
+                        runs[-1]["start_acceptance"] = {"hits": list(hits), "trials": list(trials)}  # exact
                     if stats.staged_passes:  # passes whose output layer was computed in two stages (staged_head)
                         runs[-1]["staged_passes"] = stats.staged_passes
                         runs[-1]["head_rows_skipped"] = stats.head_rows_skipped

@@ -32,6 +32,7 @@ from .learned_shape import load_learned_shape, save_learned_shape
 from .linear_plan import planned_linears
 from .pass_check import MAX_DRAFT, exact_length, full_precision
 from .proposer_output import may_stage, proposed_draft, staged_rows
+from .request_starts import request_start
 from . import kv_cache
 from .generation_plan import UnsupportedGeneration, embedding_rows, plan_generation, positions_left
 from .screened_head import ScreenedHead
@@ -100,7 +101,8 @@ class SpeculativeGenerator:
             curve = cached_cost_curve(model)
             learned = load_learned_shape(model, curve) if self.config.shape_rate > 0 else None
             cost = cost_model(self.config, curve, learned)
-            self.proposer = AdaptiveProposer(self.config, cost=cost, excluded=self.inexact_drafts, corpus=corpus)
+            self.proposer = AdaptiveProposer(self.config, cost=cost, excluded=self.inexact_drafts, corpus=corpus,
+                                             start=request_start(model, self.config))
             self._keeps_shape = self.config.shape_rate > 0
         self._reflow_pending = (isinstance(self.proposer, AdaptiveProposer) and self.proposer.config.reflow
                                 and self.proposer.reflow is None)
@@ -156,9 +158,7 @@ class SpeculativeGenerator:
         # the cache never holds more than max_length - 1 positions: a draft is capped by the budget
         verifier = Verifier(self.model, plan, plan.max_length, staging, self._screen_for(plan, staging))
         rec = StatsRecorder()
-        learned = getattr(getattr(self.proposer, "cost", None), "learned_shape", None)
-        if callable(learned):  # the shape the request starts from: with the outputs, what a replay starts from
-            rec.start_shape = tuple(float(x) for x in learned())
+        rec.note_start(self.proposer)  # with the outputs, what a replay starts from
         scores, raw = [], []
         if plan.streamer is not None:
             plan.streamer.put(ids.cpu())

@@ -2,6 +2,8 @@
 
 from dataclasses import dataclass, field
 
+from draftless.lookup import RequestStart
+
 
 @dataclass(frozen=True, slots=True)
 class GenerationStats:
@@ -15,7 +17,8 @@ class GenerationStats:
     ``pass_seconds`` holds each pass's seconds as the loop told the proposer (``record_pass``): with the
     outputs, what a replay needs to follow a policy that learns its cost curve's shape from them;
     ``start_shape`` the shape it started from (``OnlineCost.learned_shape``, kept from earlier runs; empty for
-    a proposer without one).
+    a proposer without one), ``start_acceptance`` what earlier requests' first drafts had shown its first draft
+    (``RequestStart.state``: hits and trials; empty where nothing had, or for a proposer without one).
     """
 
     new_tokens: int = 0
@@ -30,6 +33,7 @@ class GenerationStats:
     draft_trace: tuple = ()
     pass_seconds: tuple = ()
     start_shape: tuple = ()
+    start_acceptance: tuple = ()
     # passes whose output layer was computed in two stages (``staged_head``), and the rows of it not computed
     # because their draft failed in the first stage
     staged_passes: int = 0
@@ -54,6 +58,9 @@ class GenerationStats:
             raise ValueError("draft_trace must hold one (drafted, accepted) pair per pass, summing to the totals")
         if self.pass_seconds and (len(self.pass_seconds) != self.passes or min(self.pass_seconds) < 0):
             raise ValueError("pass_seconds must hold one duration >= 0 per pass")
+        if self.start_acceptance and (len(self.start_acceptance) != 2
+                                      or len(self.start_acceptance[0]) != len(self.start_acceptance[1])):
+            raise ValueError("start_acceptance must be empty or (hits, trials) of equal lengths")
 
     @property
     def mean_accepted_length(self):
@@ -79,8 +86,19 @@ class StatsRecorder:
     trace: list = field(default_factory=list)
     seconds: list = field(default_factory=list)
     start_shape: tuple = ()
+    start_acceptance: tuple = ()
     staged_passes: int = 0
     head_rows_skipped: int = 0
+
+    def note_start(self, proposer):
+        """What ``proposer`` starts the request from: its cost model's learned shape, and what its
+        ``RequestStart`` has learned (``GenerationStats.start_shape``, ``start_acceptance``)."""
+        learned = getattr(getattr(proposer, "cost", None), "learned_shape", None)
+        if callable(learned):
+            self.start_shape = tuple(float(x) for x in learned())
+        start = getattr(proposer, "start", None)
+        if isinstance(start, RequestStart) and start.learned:
+            self.start_acceptance = start.state()
 
     def record_pass(self, drafted, accepted, seconds=0.0, head_rows=None):
         """One pass; ``head_rows``: the row counts of its output layer's products where it was staged."""
@@ -103,4 +121,5 @@ class StatsRecorder:
                                prefill_s=self.prefill_s, propose_s=self.propose_s, verify_s=self.verify_s,
                                total_s=total_s, draft_trace=tuple(self.trace),
                                pass_seconds=tuple(self.seconds), start_shape=self.start_shape,
+                               start_acceptance=self.start_acceptance,
                                staged_passes=self.staged_passes, head_rows_skipped=self.head_rows_skipped)

@@ -7,7 +7,8 @@ from .corpus import ReferenceCorpus
 from .peer_rules import NgramRule, PromptLookupRule, SuffixDecodingRule
 from .peer_rules_retrieval import LlamaCppLookupRule, RestRule, SamDecodingRule
 from .proposer import NullProposer, Proposer, SuffixProposer
+from .request_start import RequestStart
 
 __all__ = ["AdaptiveConfig", "AdaptiveProposer", "DraftConfig", "LlamaCppLookupRule", "NgramRule", "NullProposer",
-           "PromptLookupRule", "Proposer", "ReferenceCorpus", "RestRule", "SamDecodingRule", "SuffixDecodingRule",
-           "SuffixProposer"]
+           "PromptLookupRule", "Proposer", "ReferenceCorpus", "RequestStart", "RestRule", "SamDecodingRule",
+           "SuffixDecodingRule", "SuffixProposer"]

@@ -23,6 +23,7 @@ from .cost_model import CostCurve, OnlineCost
 from .occurrence import OccurrenceChooser, agreement, periodic_continuation, rule_ends, source_end
 from .proposer import draft_budget
 from .reflow import ReflowIndex, check_text_classes
+from .request_start import RequestStart
 
 EMPTY = np.empty(0, dtype=np.int64)
 # c(k)/c(0) calibrated for Gemma 3 270M, fp32, on a 2-core CPU (MKL, every linear layer in its fastest form,
@@ -60,9 +61,12 @@ class AdaptiveProposer:
     too, and, given the tokens' texts (``text_classes``), over the stream with its whitespace ignored
     (``reflow``): each step weighs the longest match in each (its own acceptance cells,
     ``acceptance_model.CORPUS`` for the corpus, ``REFLOWED`` for the re-flowed match) and drafts from whichever is
-    worth more tokens per unit of time; the request's own stream wins ties."""
+    worth more tokens per unit of time; the request's own stream wins ties. Given a ``RequestStart`` (``start``),
+    each request's drafts until its first verified one are chosen under what earlier requests' first drafts
+    showed, and add to it (``request_start``)."""
 
-    def __init__(self, config=None, cost=None, vocab_size=None, excluded=(), corpus=None, text_classes=None):
+    def __init__(self, config=None, cost=None, vocab_size=None, excluded=(), corpus=None, text_classes=None,
+                 start=None):
         self.config = AdaptiveConfig() if config is None else config
         if not isinstance(self.config, AdaptiveConfig):
             raise TypeError(f"config must be an AdaptiveConfig, got {type(self.config).__name__}")
@@ -81,6 +85,10 @@ class AdaptiveProposer:
         if corpus is not None and not isinstance(corpus, ReferenceCorpus):
             raise TypeError(f"corpus must be a ReferenceCorpus or None, got {type(corpus).__name__}")
         self.corpus = corpus
+        if start is not None and not isinstance(start, RequestStart):
+            raise TypeError(f"start must be a RequestStart or None, got {type(start).__name__}")
+        self.start = start
+        self._starting = False  # no draft of this request verified yet: drafts chosen under ``start``
         self.chosen = []  # (stream length, k) per step: the policy's trace
         # the rows of the output layer the loop computes first for the latest draft, the rest only where the
         # draft held through them (``OnlineCost.staged``); None: all at once
@@ -107,6 +115,8 @@ class AdaptiveProposer:
         self.regime = CopyRegime(c.copy_length, c.copy_share, c.copy_memory)
         self.occurrences = OccurrenceChooser(c.occurrence_memory, c.occurrence_margin, c.periodic)
         self._pending = None
+        self._pending_start = False
+        self._starting = self.start is not None
         self._ends = None
         self.chosen = []
         self.view = None  # the request's match against the corpus
@@ -122,21 +132,23 @@ class AdaptiveProposer:
         match = self.index.longest_match()
         k_cap = min(draft_budget(max_tokens), self.config.max_draft)
         copying = self.regime.copying
+        acceptance = self.start if self._starting else self.acceptance  # a request's first draft: as they start
         options = []  # (value, k, matched length, origin, end) per source, the request's own stream first
         if match.length >= self.config.min_match and k_cap > 0:
             end = self.source_end(match)
             available = len(self.index) - 1 - end  # >= 1: the match's own end is the stream's, never drafted from
             horizon = k_cap if self.config.periodic else min(k_cap, available)
-            options.append(self._option(match.length, PROMPT if end < self.prompt_len else GENERATED, end,
-                                        horizon, copying))
+            options.append(self._option(acceptance, match.length, PROMPT if end < self.prompt_len else GENERATED,
+                                        end, horizon, copying))
         if self.view is not None and self.view.length >= self.config.min_match and k_cap > 0:
             end = self.view.source_end()
-            options.append(self._option(self.view.length, CORPUS, end, min(k_cap, self.view.available(end)),
-                                        copying))
+            options.append(self._option(acceptance, self.view.length, CORPUS, end,
+                                        min(k_cap, self.view.available(end)), copying))
         reflowed = self.reflow.source(match.length) if self.reflow is not None and k_cap > 0 else None
         if reflowed is not None:
             length, end = reflowed
-            options.append(self._option(length, REFLOWED, end, min(k_cap, len(self.index) - 1 - end), copying))
+            options.append(self._option(acceptance, length, REFLOWED, end, min(k_cap, len(self.index) - 1 - end),
+                                        copying))
         if not options:
             self.chosen.append((len(self.index), 0))
             return EMPTY
@@ -153,10 +165,11 @@ class AdaptiveProposer:
         else:
             draft = periodic_continuation(self.index, end, k, self.config.periodic)
         self._pending = (length, origin, copying, draft)
+        self._pending_start = self._starting
         return draft
 
-    def _option(self, length, origin, end, horizon, copying):
-        expected = self.acceptance.expected(length, origin, horizon, copying)
+    def _option(self, acceptance, length, origin, end, horizon, copying):
+        expected = acceptance.expected(length, origin, horizon, copying)
         cost, first_rows = self.cost.staged(expected)
         k, value = best_draft(expected, cost.__getitem__, self.excluded)
         return value, k, length, origin, end, int(first_rows[k])
@@ -189,6 +202,9 @@ class AdaptiveProposer:
             length, origin, copying, draft = self._pending
             accepted = agreement(draft, tokens[:-1])  # the last token is the target's own
             self.acceptance.observe(length, origin, accepted, draft.size, copying)
+            if self._pending_start:  # the request's first verified draft: how requests start
+                self.start.observe(length, origin, accepted, draft.size, copying)
+                self._starting = False
             if origin == REFLOWED:
                 self.reflow.learn(self._reflow_source, tokens, accepted)
             self._pending = None

@@ -123,6 +123,12 @@ class AdaptiveConfig:
     # 270M's code_edit decoded 3-20 % faster in six runs side by side (each prompt both ways), outputs identical
     # ("The output layer screened in bfloat16" in ``benchmarks/recorded/README.md``)
     screened_head: bool = True
+    # a request's first draft chosen under what earlier requests' first drafts showed (``request_start``; the
+    # integration layer shares one per model and config in a process), each earlier outcome weighing this much
+    # less per request after it; 0: every request's first draft under the prior alone. 0.8 by replay of recorded
+    # runs in the order they ran: Gemma's code_edit +0.0 to +7.6 % (four runs), SmolLM2's -0.6 to -0.2 %; 0.5 and
+    # 0.95 no better ("How requests start, carried across them" in ``benchmarks/recorded/README.md``)
+    start_memory: float = 0.8
 
     def __post_init__(self):
         check_max_draft(self.max_draft)
@@ -131,7 +137,7 @@ class AdaptiveConfig:
         check_positive_int(self.earliest_in_prompt, "earliest_in_prompt", minimum=0)
         check_positive_int(self.reflow_lead, "reflow_lead", minimum=0)
         for name in ("prior_strength", "forgetting", "copy_share", "copy_memory", "occurrence_memory",
-                     "occurrence_margin", "shape_rate"):
+                     "occurrence_margin", "shape_rate", "start_memory"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
                 raise TypeError(f"{name} must be a number, got {type(value).__name__}")
@@ -142,6 +148,8 @@ class AdaptiveConfig:
         for name in ("forgetting", "copy_memory", "occurrence_memory"):
             if not 0 < getattr(self, name) <= 1:
                 raise ValueError(f"{name} must be in (0, 1], got {getattr(self, name)}")
+        if not 0 <= self.start_memory <= 1:
+            raise ValueError(f"start_memory must be in [0, 1], got {self.start_memory}")
         if not 0 <= self.shape_rate < 1:
             raise ValueError(f"shape_rate must be in [0, 1), got {self.shape_rate}")
         if not self.occurrence_margin >= 0:

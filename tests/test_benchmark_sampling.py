@@ -4,7 +4,7 @@ run checks, records as the outputs and lets the oracle draft (no timing assertio
 import json
 
 from benchmarks import report
-from benchmarks.replay import recorded_config, recorded_cost, recorded_start, replay_one
+from benchmarks.replay import recorded_config, recorded_cost, recorded_request_start, recorded_start, replay_one
 from benchmarks.run import main as run_main
 from draftless.lookup import AdaptiveProposer
 
@@ -36,9 +36,12 @@ def test_a_sampled_run_checks_the_loops_methods_against_its_plain_steps(tiny_dir
     # the second request started from the shape the first learned and kept on disk, and the run recorded it
     learned = [r for r in data["runs"] if r["method"] == "draftless"]
     assert any(learned[-1].get("start_shape", ()))
+    # ... and from what the first request's first draft showed (RequestStart), which the run recorded too
+    assert "start_acceptance" not in learned[0] and sum(learned[-1]["start_acceptance"]["trials"]) > 0
     for rec, run in zip(data["outputs"], [r for r in data["runs"] if r["method"] == "draftless"]):
         config = recorded_config(data)  # each request after the first starts from the shape the earlier ones kept
-        proposer = AdaptiveProposer(config, cost=recorded_start(recorded_cost(data), config, run))
+        proposer = AdaptiveProposer(config, cost=recorded_start(recorded_cost(data), config, run),
+                                    start=recorded_request_start(config, run))
         passes, accepted, drafted, _ = replay_one(proposer, rec["tokens"], rec["prompt_len"], data["max_new_tokens"],
                                                   run["pass_seconds"])
         assert [list(p) for p in zip(drafted, accepted)] == run["draft_trace"]

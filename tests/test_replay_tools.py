@@ -185,7 +185,7 @@ def test_replay_reproduces_the_draft_lengths_measured_with_the_model(name):
     so the run's recorded pass times are told to the policy as the loop told them.) Where an output
     stopped at EOS, runs recorded before 9bb5fc5 counted draft tokens accepted past the EOS, which the record
     does not hold: that pass is compared by its draft length only."""
-    from benchmarks.replay import recorded_config, recorded_start, replay_one, run_text_classes
+    from benchmarks.replay import recorded_config, recorded_request_start, recorded_start, replay_one, run_text_classes
     from draftless.lookup.cost_model import CostCurve
 
     data = json.loads((RECORDED / name).read_text())
@@ -204,10 +204,12 @@ def test_replay_reproduces_the_draft_lengths_measured_with_the_model(name):
     for out in data["outputs"]:
         if (out["suite"], out["prompt_id"]) in differing:
             continue
-        key = (out["suite"], out["prompt_id"])  # from the shape earlier requests kept, where the run recorded one
+        key = (out["suite"], out["prompt_id"])  # from the shape earlier requests kept, where the run recorded one,
+        # and from what earlier requests' first drafts had shown (session 38 on)
         proposer = AdaptiveProposer(config, cost=recorded_start(cost, config, runs[key]),
                                     excluded=tuple(data.get("inexact_drafts", ())),
-                                    text_classes=run_text_classes(data) if config.reflow else None)
+                                    text_classes=run_text_classes(data) if config.reflow else None,
+                                    start=recorded_request_start(config, runs[key]))
         assert config.shape_rate == 0 or seconds[key] is not None, "a shape-learning run must record pass_seconds"
         passes, accepted, drafted, _ = replay_one(proposer, out["tokens"], out["prompt_len"], data["max_new_tokens"],
                                                   seconds[key])
