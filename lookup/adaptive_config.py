@@ -125,10 +125,14 @@ class AdaptiveConfig:
     screened_head: bool = True
     # a request's first draft chosen under what earlier requests' first drafts showed (``request_start``; the
     # integration layer shares one per model and config in a process), each earlier outcome weighing this much
-    # less per request after it; 0: every request's first draft under the prior alone. 0.8 by replay of recorded
-    # runs in the order they ran: Gemma's code_edit +0.0 to +7.6 % (four runs), SmolLM2's -0.6 to -0.2 %; 0.5 and
-    # 0.95 no better ("How requests start, carried across them" in ``benchmarks/recorded/README.md``)
-    start_memory: float = 0.8
+    # less per request after it; 0: every request's first draft under the prior alone. Off: replayed over 371
+    # suite columns of 104 recorded runs, 0.8 gave +0.0 % on average in the order they ran (worst -5.3 %, Gemma's
+    # multi_turn) and +0.2 % with each run's suites one after another (worst -6.4 %, Gemma's math): Gemma's
+    # code_edit +3.3 % (45 columns, up to +10.1 %; measured +2.9 %), SmolLM2's -1.2 %, Gemma's qa -1.3 %; a
+    # prior strength of 8 or 32 for it keeps the losses within 2-4 % and the gains too ("How requests start,
+    # carried across them" in ``benchmarks/recorded/README.md``). For a stream of requests of one kind that
+    # start alike (code edits), 0.8
+    start_memory: float = 0.0
 
     def __post_init__(self):
         check_max_draft(self.max_draft)

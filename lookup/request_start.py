@@ -10,9 +10,10 @@ request's drafts until its first verified one are chosen under it, and that draf
 as always, to the request's own model), earlier requests' outcomes weighing ``memory`` less each. The drafts
 after a request's first are untouched.
 
-Replayed over recorded runs in the order they ran (``benchmarks/recorded/README.md``, "How requests start,
-carried across them"): Gemma's code_edit +0.0 to +7.6 %, no suite of a round-robin run over all of them below
--0.7 %. Shared by the generators of one model and config in a process (``integration``); thread-safe.
+Off by default (``AdaptiveConfig.start_memory`` 0): replayed over 104 recorded runs, 0.8 gained Gemma's code_edit
+3.3 % on average (up to 10.1 %) and cost other suites up to 1.3 % on average, 0.0-0.2 % overall
+(``benchmarks/recorded/README.md``, "How requests start, carried across them"); worth it for a stream of requests
+of one kind. Shared by the generators of one model and config in a process (``integration``); thread-safe.
 """
 
 import threading
@@ -61,6 +62,14 @@ class RequestStart:
         with self._lock:
             self.model.hits = hits.reshape(shape).copy()
             self.model.trials = trials.reshape(shape).copy()
+
+    def __getstate__(self):  # picklable and copyable as its arrays: the lock is the process's own
+        with self._lock:
+            return {"model": self.model}
+
+    def __setstate__(self, state):
+        self.model = state["model"]
+        self._lock = threading.Lock()
 
     @property
     def learned(self):

@@ -119,6 +119,27 @@ def test_a_draftless_variant_runs_the_default_policy_with_its_knobs_set(tiny_dir
         assert exit_.value.code == 2 and word in capsys.readouterr().err, bad
 
 
+def test_a_variant_carrying_how_requests_start_records_it_and_replays_exactly(tiny_dir):
+    from benchmarks.methods import variant_config
+    from benchmarks.replay import recorded_config, recorded_cost, recorded_request_start, recorded_start, replay_one
+    from draftless.lookup import AdaptiveProposer
+
+    variant = "draftless[start_memory=0.8]"
+    result = run_main(["--model", str(tiny_dir), "--suite", "repetitive", "--limit", "3", "--max-new-tokens", "24",
+                       "--methods", variant])
+    runs = [r for r in result["runs"] if r["method"] == variant]
+    assert "start_acceptance" not in runs[0] and sum(runs[-1]["start_acceptance"]["trials"]) > 0
+    data = json.loads(json.dumps(result))  # as written to and read from the JSON file
+    config = variant_config(variant)
+    for rec, run in zip(data["outputs"], runs):
+        proposer = AdaptiveProposer(config, cost=recorded_start(recorded_cost(data), config, run),
+                                    start=recorded_request_start(config, run))
+        _, accepted, drafted, _ = replay_one(proposer, rec["tokens"], rec["prompt_len"], data["max_new_tokens"],
+                                             run["pass_seconds"])
+        assert [list(p) for p in zip(drafted, accepted)] == run["draft_trace"]
+    assert recorded_config(data).start_memory == 0.0  # the run's default policy: off
+
+
 def test_trace_plot_of_the_default_policy(tiny_dir, tmp_path):
     from benchmarks.trace_plot import main as trace_main
 

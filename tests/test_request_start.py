@@ -1,5 +1,7 @@
 """How requests start, carried from request to request (``lookup.request_start``, ``integration.request_starts``)."""
 
+import pickle
+
 import numpy as np
 import pytest
 import torch
@@ -15,7 +17,8 @@ from benchmarks.replay import replay_one
 from tiny_models import repetitive_prompt, tiny_model
 
 CPU = CostCurve((0, 1, 16, 32, 64), (1.0, 1.05, 2.3, 3.1, 4.8))
-OPEN = [7, 8]  # the tokens a copied passage opens with, in the prompt and again at its end
+OPEN = [7, 8]
+CARRIED = AdaptiveConfig(start_memory=0.8)  # off by default  # the tokens a copied passage opens with, in the prompt and again at its end
 
 
 def request(seed, copies):
@@ -28,7 +31,7 @@ def request(seed, copies):
     return np.concatenate([prompt, output]), prompt.size
 
 
-def first_draft(start, seed, copies, config=AdaptiveConfig()):
+def first_draft(start, seed, copies, config=CARRIED):
     """The first draft's length in a request (a fresh proposer sharing ``start``), driven to its end as the loop
     would, so that its first verified draft teaches ``start``."""
     truth, prompt_len = request(seed, copies)
@@ -47,12 +50,12 @@ def first_draft(start, seed, copies, config=AdaptiveConfig()):
 
 
 def test_requests_that_start_copying_start_longer_and_those_that_do_not_shorter():
-    k0 = first_draft(RequestStart(AdaptiveConfig()), 0, copies=True)  # under the prior alone
+    k0 = first_draft(RequestStart(CARRIED), 0, copies=True)  # under the prior alone
     assert 0 < k0 < 64
-    start = RequestStart(AdaptiveConfig())
+    start = RequestStart(CARRIED)
     firsts = [first_draft(start, seed, copies=True) for seed in range(6)]
     assert firsts[0] == k0 and firsts[-1] > k0 and firsts[-1] == 64  # learned: copies run long from the start
-    start = RequestStart(AdaptiveConfig())
+    start = RequestStart(CARRIED)
     firsts = [first_draft(start, seed, copies=False) for seed in range(6)]
     assert firsts[0] == k0 and firsts[-1] < k0
     for seed in range(6, 20):  # and back, once requests start copying again: older outcomes weigh less
@@ -61,10 +64,10 @@ def test_requests_that_start_copying_start_longer_and_those_that_do_not_shorter(
 
 
 def test_only_each_requests_first_verified_draft_teaches_it():
-    start = RequestStart(AdaptiveConfig())
+    start = RequestStart(CARRIED)
     assert not start.learned and start.state() == ((0.0,) * 96, (0.0,) * 96)
     truth, prompt_len = request(1, copies=True)
-    proposer = AdaptiveProposer(cost=CPU, start=start)
+    proposer = AdaptiveProposer(CARRIED, cost=CPU, start=start)
     proposer.reset(truth[: prompt_len + 1])
     draft = proposer.propose(64)
     proposer.update(truth[prompt_len + 1: prompt_len + 2 + draft.size])  # all of it accepted
@@ -80,8 +83,8 @@ def test_only_each_requests_first_verified_draft_teaches_it():
 
 
 def test_a_plain_step_teaches_nothing_and_the_next_draft_is_still_the_first():
-    start = RequestStart(AdaptiveConfig())
-    proposer = AdaptiveProposer(cost=CPU, start=start)
+    start = RequestStart(CARRIED)
+    proposer = AdaptiveProposer(CARRIED, cost=CPU, start=start)
     proposer.reset(np.array([5, 6, 7]))  # nothing repeats: no draft
     assert proposer.propose(10).size == 0
     proposer.update(np.array([5]))
@@ -92,18 +95,18 @@ def test_a_plain_step_teaches_nothing_and_the_next_draft_is_still_the_first():
 
 
 def test_state_round_trips_and_bad_states_are_refused():
-    start = RequestStart(AdaptiveConfig())
+    start = RequestStart(CARRIED)
     first_draft(start, 0, copies=True)
-    copy = RequestStart(AdaptiveConfig(), start.state())
-    assert copy.state() == start.state()
+    copy = RequestStart(CARRIED, start.state())
+    assert copy.state() == start.state() == pickle.loads(pickle.dumps(start)).state()
     assert np.array_equal(copy.expected(3, 1, 64), start.expected(3, 1, 64))
     hits, trials = start.state()
     with pytest.raises(ValueError, match="96 counts"):
-        RequestStart(AdaptiveConfig(), (hits[:5], trials))
+        RequestStart(CARRIED, (hits[:5], trials))
     with pytest.raises(ValueError, match="hits <= trials"):
-        RequestStart(AdaptiveConfig(), (tuple(t + 1 for t in trials), trials))
+        RequestStart(CARRIED, (tuple(t + 1 for t in trials), trials))
     with pytest.raises(ValueError, match="finite"):
-        RequestStart(AdaptiveConfig(), (hits, (float("nan"),) * 96))
+        RequestStart(CARRIED, (hits, (float("nan"),) * 96))
     with pytest.raises(ValueError, match="start_memory"):
         RequestStart(AdaptiveConfig(start_memory=0.0))
     with pytest.raises(TypeError, match="start must be a RequestStart"):
@@ -120,16 +123,17 @@ def test_start_memory_is_validated(value, error):
 def test_generators_of_one_model_and_config_share_it_and_record_where_each_request_started():
     model = tiny_model("llama")
     forget_request_starts()
-    config = AdaptiveConfig()
-    assert request_start(model, config) is request_start(model, AdaptiveConfig())
-    assert request_start(model, AdaptiveConfig(screened_head=False)) is not request_start(model, config)
-    assert request_start(model, AdaptiveConfig(start_memory=0.0)) is None
+    config = CARRIED
+    assert request_start(model, config) is request_start(model, AdaptiveConfig(start_memory=0.8))
+    assert request_start(model, AdaptiveConfig(start_memory=0.8, screened_head=False)) is not request_start(model,
+                                                                                                             config)
+    assert request_start(model, AdaptiveConfig()) is None  # the default: off
     with pytest.raises(TypeError, match="config"):
         request_start(model, "adaptive")
     ids = repetitive_prompt(model.config.vocab_size)
     stats = []
     for _ in range(3):  # one generator per request, as ``generate`` and the benchmarks build them
-        gen = SpeculativeGenerator(model)
+        gen = SpeculativeGenerator(model, config=config)
         out = gen.generate(ids, max_new_tokens=24, eos_token_id=None)
         want = model.generate(ids, max_new_tokens=24, do_sample=False, eos_token_id=None)
         assert torch.equal(out, want)  # exact, whatever the first draft
@@ -143,7 +147,7 @@ def test_generators_of_one_model_and_config_share_it_and_record_where_each_reque
     assert stats[0].start_acceptance == () and sum(stats[1].start_acceptance[1]) > 0
     assert sum(stats[2].start_acceptance[1]) > sum(stats[1].start_acceptance[1]) * config.start_memory
     assert stats[2].start_acceptance != stats[1].start_acceptance
-    off = SpeculativeGenerator(model, config=AdaptiveConfig(start_memory=0.0))
+    off = SpeculativeGenerator(model)
     off.generate(ids, max_new_tokens=8, eos_token_id=None)
     assert off.proposer.start is None and off.last_stats.start_acceptance == ()
     forget_request_starts(model)
