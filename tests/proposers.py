@@ -81,3 +81,19 @@ class GreedyDraftProposer:
             out = self.model.generate(ids, do_sample=False, max_new_tokens=k, eos_token_id=None)
             self.cache[key] = out[0, len(self.stream):].numpy()
         return self.cache.get(key, np.empty(0, dtype=np.int64))
+
+
+def drive(proposer, truth, prompt_len):
+    """Replay ``truth`` through the proposer as the verification loop would; returns chosen k per step."""
+    truth = np.asarray(truth)
+    proposer.reset(truth[: prompt_len + 1])
+    pos, ks = prompt_len + 1, []
+    while pos < truth.size:
+        draft = proposer.propose(truth.size - pos - 1)
+        ks.append(draft.size)
+        n = 0
+        while n < draft.size and draft[n] == truth[pos + n]:
+            n += 1
+        proposer.update(truth[pos: pos + n + 1])
+        pos += n + 1
+    return ks

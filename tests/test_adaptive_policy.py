@@ -11,23 +11,11 @@ from draftless.lookup.adaptive import AdaptiveConfig, AdaptiveProposer, best_dra
 from draftless.lookup.copy_regime import CopyRegime
 from draftless.lookup.cost_model import FLAT, CostCurve, OnlineCost
 
+from proposers import drive
+
 CPU = CostCurve((0, 1, 16, 32, 64), (1.0, 1.05, 2.3, 3.1, 4.8))
 
 
-def drive(proposer, truth, prompt_len):
-    """Replay ``truth`` through the proposer as the verification loop would; returns chosen k per step."""
-    truth = np.asarray(truth)
-    proposer.reset(truth[: prompt_len + 1])
-    pos, ks = prompt_len + 1, []
-    while pos < truth.size:
-        draft = proposer.propose(truth.size - pos - 1)
-        ks.append(draft.size)
-        n = 0
-        while n < draft.size and draft[n] == truth[pos + n]:
-            n += 1
-        proposer.update(truth[pos: pos + n + 1])
-        pos += n + 1
-    return ks
 
 
 def test_expected_accepted_is_the_sum_of_survivals():

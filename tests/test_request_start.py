@@ -14,6 +14,7 @@ from draftless.lookup.cost_model import CostCurve
 
 from benchmarks.replay import replay_one
 
+from proposers import drive
 from tiny_models import repetitive_prompt, tiny_model
 
 CPU = CostCurve((0, 1, 16, 32, 64), (1.0, 1.05, 2.3, 3.1, 4.8))
@@ -35,18 +36,7 @@ def first_draft(start, seed, copies, config=CARRIED):
     """The first draft's length in a request (a fresh proposer sharing ``start``), driven to its end as the loop
     would, so that its first verified draft teaches ``start``."""
     truth, prompt_len = request(seed, copies)
-    proposer = AdaptiveProposer(config, cost=CPU, start=start)
-    proposer.reset(truth[: prompt_len + 1])
-    pos, first = prompt_len + 1, None
-    while pos < truth.size:
-        draft = proposer.propose(truth.size - pos - 1)
-        first = draft.size if first is None else first
-        n = 0
-        while n < draft.size and draft[n] == truth[pos + n]:
-            n += 1
-        proposer.update(truth[pos: pos + n + 1])
-        pos += n + 1
-    return first
+    return drive(AdaptiveProposer(config, cost=CPU, start=start), truth, prompt_len)[0]
 
 
 def test_requests_that_start_copying_start_longer_and_those_that_do_not_shorter():
