@@ -145,7 +145,8 @@ class HistoryFactory:
 
     def start(self):
         self.corpus = ReferenceCorpus()
-        self.request_start = RequestStart(AdaptiveConfig())
+        config = AdaptiveConfig()
+        self.request_start = RequestStart(config) if config.start_memory else None  # as the library's default
 
     def done(self, rec):
         self.corpus.add(rec["tokens"][0 if self.prompts else rec["prompt_len"]:])
