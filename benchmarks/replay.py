@@ -113,10 +113,8 @@ def recorded_request_start(config, run):
     """The ``RequestStart`` one recorded request (a row of a run's ``runs``) started from: what earlier requests'
     first drafts had shown (``start_acceptance``), or the prior's where nothing had; None where ``config``
     carries none (``start_memory`` 0, as in runs before session 38)."""
-    if not config.start_memory:
-        return None
     state = run.get("start_acceptance")
-    return RequestStart(config, (state["hits"], state["trials"]) if state else None)
+    return RequestStart.for_config(config, (state["hits"], state["trials"]) if state else None)
 
 
 class AdaptiveFactory:
@@ -129,7 +127,7 @@ class AdaptiveFactory:
         self.start()
 
     def start(self):
-        self.request_start = RequestStart(self.config) if self.config.start_memory else None
+        self.request_start = RequestStart.for_config(self.config)
 
     def __call__(self, truth):
         return AdaptiveProposer(self.config, start=self.request_start, **self.kw)
@@ -145,8 +143,7 @@ class HistoryFactory:
 
     def start(self):
         self.corpus = ReferenceCorpus()
-        config = AdaptiveConfig()
-        self.request_start = RequestStart(config) if config.start_memory else None  # as the library's default
+        self.request_start = RequestStart.for_config(AdaptiveConfig())  # as the library's default
 
     def done(self, rec):
         self.corpus.add(rec["tokens"][0 if self.prompts else rec["prompt_len"]:])

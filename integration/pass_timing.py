@@ -59,9 +59,8 @@ def pass_timers(model, ks, context=256, staging=None, screen=None):
     fill_context(cache, context, g)
     kv_cache.start_recording(cache)
     inputs = [torch.randint(0, vocab, (1, k + 1), generator=g).to(model.device) for k in ks]
-    screened = {"screen": screen} if screen is not None else {}
     return [functools.partial(time_pass, model, cache, ids, context,
-                              **(screened if screen is not None and ids.shape[1] >= screen.from_rows else {}))
+                              screen if screen is not None and ids.shape[1] >= screen.from_rows else None)
             for ids in inputs]
 
 

@@ -6,7 +6,7 @@ memory only, while the model lives: unlike the cost curve's shape, it belongs to
 import threading
 import weakref
 
-from draftless.lookup import AdaptiveConfig, RequestStart
+from draftless.lookup import RequestStart
 
 _STARTS = weakref.WeakKeyDictionary()  # model -> {AdaptiveConfig: RequestStart}
 _LOCK = threading.Lock()
@@ -15,9 +15,7 @@ _LOCK = threading.Lock()
 def request_start(model, config):
     """The ``RequestStart`` shared by ``model``'s generators under ``config`` (an ``AdaptiveConfig``), made on
     first use; None where ``config.start_memory`` is 0 (every request's first draft under the prior alone)."""
-    if not isinstance(config, AdaptiveConfig):
-        raise TypeError(f"config must be an AdaptiveConfig, got {type(config).__name__}")
-    if config.start_memory == 0:
+    if RequestStart.for_config(config) is None:  # checks the config too
         return None
     with _LOCK:
         by_config = _STARTS.setdefault(model, {})

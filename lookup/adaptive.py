@@ -115,7 +115,6 @@ class AdaptiveProposer:
         self.regime = CopyRegime(c.copy_length, c.copy_share, c.copy_memory)
         self.occurrences = OccurrenceChooser(c.occurrence_memory, c.occurrence_margin, c.periodic)
         self._pending = None
-        self._pending_start = False
         self._starting = self.start is not None
         self._ends = None
         self.chosen = []
@@ -164,8 +163,7 @@ class AdaptiveProposer:
             draft = self.reflow.substituted(self._reflow_source)
         else:
             draft = periodic_continuation(self.index, end, k, self.config.periodic)
-        self._pending = (length, origin, copying, draft)
-        self._pending_start = self._starting
+        self._pending = (length, origin, copying, draft)  # chosen under ``start`` while ``_starting``
         return draft
 
     def _option(self, acceptance, length, origin, end, horizon, copying):
@@ -202,7 +200,7 @@ class AdaptiveProposer:
             length, origin, copying, draft = self._pending
             accepted = agreement(draft, tokens[:-1])  # the last token is the target's own
             self.acceptance.observe(length, origin, accepted, draft.size, copying)
-            if self._pending_start:  # the request's first verified draft: how requests start
+            if self._starting:  # the request's first verified draft (it was chosen under ``start``)
                 self.start.observe(length, origin, accepted, draft.size, copying)
                 self._starting = False
             if origin == REFLOWED:

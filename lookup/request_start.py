@@ -38,6 +38,14 @@ class RequestStart:
         if state is not None:
             self.restore(state)
 
+    @classmethod
+    def for_config(cls, config, state=None):
+        """A ``RequestStart`` for ``config`` (from ``state`` if given), or None where its ``start_memory`` is 0: every
+        request's first draft then chosen under the prior alone."""
+        if not isinstance(config, AdaptiveConfig):
+            raise TypeError(f"config must be an AdaptiveConfig, got {type(config).__name__}")
+        return cls(config, state) if config.start_memory else None
+
     def expected(self, length, origin, k_max, copying=True):
         with self._lock:
             return self.model.expected(length, origin, k_max, copying)

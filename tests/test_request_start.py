@@ -99,6 +99,8 @@ def test_state_round_trips_and_bad_states_are_refused():
         RequestStart(CARRIED, (hits, (float("nan"),) * 96))
     with pytest.raises(ValueError, match="start_memory"):
         RequestStart(AdaptiveConfig(start_memory=0.0))
+    assert RequestStart.for_config(AdaptiveConfig()) is None  # the default: off
+    assert RequestStart.for_config(CARRIED, start.state()).state() == start.state()
     with pytest.raises(TypeError, match="config must be an AdaptiveConfig"):
         RequestStart({"start_memory": 0.8})
     with pytest.raises(TypeError, match="start must be a RequestStart"):
