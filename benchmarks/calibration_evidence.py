@@ -33,12 +33,13 @@ FORM_KS = (0, 1, 2, 3, 4, 7, 8, 15, 16, 23, 31, 32, 47, 63)
 
 
 def plans_over(model, nbytes, repeats=2, forms=None):  # as the library times them
-    """``LinearPlans`` timed over ``nbytes`` of each shape's weights (None: every layer of it), in ``forms`` (by
-    default the library's)."""
+    """``LinearPlans`` timed over ``nbytes`` of each shape's weights in the library's parts (None: every layer
+    of it, whole, in each timing), in ``forms`` (by default the library's)."""
     out, t0 = [], time.perf_counter()
     for shape, modules in linear_plan.plain_linears(model).items():
         size = nbytes or sum(m.weight.numel() * m.weight.element_size() for m in modules)
-        plan = linear_plan.measure_plan(modules, repeats=repeats, nbytes=size, forms=forms)
+        parts = linear_plan.PROBE_PARTS if nbytes else (1, 1)
+        plan = linear_plan.measure_plan(modules, repeats=repeats, nbytes=size, forms=forms, parts=parts)
         if not plan.is_identity:
             out.append((shape, plan))
     return linear_plan.LinearPlans(tuple(sorted(out))), time.perf_counter() - t0

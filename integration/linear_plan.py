@@ -12,14 +12,16 @@ matrix-vector products. Gemma 3 270M's output layer (262k x 640) takes 63 ms for
 (SmolLM2: 55, 78, 86, 86 -> 33, 35, 44, 50 ms).
 
 ``measure_linear_plans`` times, per weight shape, both orders at 1..8 rows (and at 16, 32 and 64 rows, the
-form only), and oneDNN's matmul (``onednn_product``) from ``ONEDNN_FROM_ROWS`` rows where it runs, over layers of that shape in turn, as a pass streams them, until twice the last-level cache has
-streamed (``probe_bytes``; a layer larger than that, an output layer, over a slice of its rows), so that no
-weight sits warm in cache; best of two rounds after the shape's first product (a first product runs up to 2.7x
-slow, the rest within 5 %), a form far behind after the first (``OUT_OF_RACE``) timed
-once. Timing every layer instead (Gemma 3 270M's 262k-row output layer whole) chose plans whose passes are no
-faster and took 12-17 s against 3.3 s for Gemma 3 270M on a 2-core CPU with a 32 MiB cache ("A calibration
-of a few seconds" in ``benchmarks/recorded/README.md``); two rounds after one product rather than three after a
-warm-up round, 1.6 s, the passes under them as fast ("... again").
+form only), and oneDNN's matmul (``onednn_product``) from ``ONEDNN_FROM_ROWS`` rows where it runs, over layers of
+that shape in turn, as a pass streams them, until twice the last-level cache has streamed (``probe_bytes``; a
+layer larger than that, an output layer, over a slice of its rows), so that no weight sits warm in cache; best
+of two rounds after the shape's first product (a first product runs up to 2.7x slow, the rest within 5 %),
+a form far behind after the first (``OUT_OF_RACE``) timed once. Timing every layer instead (Gemma 3 270M's
+262k-row output layer whole) chose plans whose passes are no faster and took 12-17 s against 3.3 s for Gemma 3
+270M on a 2-core CPU with a 32 MiB cache ("A calibration of a few seconds" in ``benchmarks/recorded/README.md``);
+two rounds after one product rather than three after a warm-up round, 1.6 s, the passes under them as fast
+("... again"); a first round over parts of the probe, in 60 % of the time, chose slower plans ("... a fourth
+time").
 
 ``planned_linears`` then pads each call's rows with zeros up to the cheapest row count at or above it,
 multiplies in the cheaper form, and drops the extra rows: the real rows' outputs are those rows' products,
@@ -42,7 +44,7 @@ from .onednn_product import onednn_product, onednn_supported
 from .plan_tables import (  # noqa: F401 (names kept importable from here)
     FORMS, MAX_PADDED_ROWS, ONEDNN, PLAIN, TRANSPOSED, LinearPlan, LinearPlans,
 )
-from .weight_probe import probe_bytes, probe_weights
+from .weight_probe import part_bytes, probe_bytes, probe_parts
 
 # oneDNN is raced for, and serves, row counts from this many: below, its products raced faster over a probe but
 # made Gemma 3 270M's whole passes slower (2-4 rows: 5-50 %), and so did 2-4 rows padded up to its 8 (6-36 %);
@@ -50,6 +52,17 @@ from .weight_probe import probe_bytes, probe_weights
 ONEDNN_FROM_ROWS = 5
 WIDE_ROWS = (16, 32, 64)  # row counts above MAX_PADDED_ROWS: the form measured at the next one up is used
 CLEAR_GAIN = 0.9  # change the plain product only for a tenth of its time, so timing noise changes nothing
+# the probe (``probe_bytes``) is cut into this many parts for the first timed round, which decides the race, and
+# into the second many for the rounds after it (``probe_parts``); each timing streams the next part in turn, so
+# that a part is read again only after the others streamed past it. Whole in both rounds: cutting it saves time
+# once and costs speed for good. On a 2-core CPU with a 32 MiB cache, a first round over sixths (and OUT_OF_RACE
+# 1.5) took the plans from 1.9-2.2 s to 1.1-1.35 s, but chose linear layers 0.05 and 0.19 % slower than the whole
+# probe's for Gemma 3 270M and 0.72 and 0.84 % for SmolLM2-135M (two batches of twelve calibrations; seconds summed
+# over 11 row counts under careful timings); at OUT_OF_RACE 1.25 the sixths dropped forms that would have won
+# (1.1-1.7 % slower); later rounds over parts too (halves) 0.6-1.3 % slower, one calibration in twelve 5-6 %: a
+# short timing is a noisy one (session 39, "A calibration of a few seconds, a fourth time (not adopted)" in
+# ``benchmarks/recorded/README.md``; ``benchmarks.plan_regret``)
+PROBE_PARTS = (1, 1)
 # after the first timed round, a form that takes more than this many times the fastest form for every row count
 # it could serve is not timed again: a second round's noise (within 5 %, a burst of load apart) would not make it
 # the choice. At 2.0 most forms raced on (17-29 of 29 per shape); at 1.25 the plans took 2.45 s against 3.04 s for
@@ -133,30 +146,41 @@ def forms_for(weight):
 
 @torch.no_grad()
 def measure_plan(modules, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats=2, tick=None, nbytes=None,
-                 forms=None):
-    """The ``LinearPlan`` fastest for ``modules`` (linear layers of one weight shape), timed over
-    ``probe_weights(modules, nbytes)`` in turn (``nbytes`` by default ``probe_bytes`` of their device; ``tick``
-    as ``fastest_of_rounds`` takes it) in each of ``forms`` (by default ``forms_for`` their weight)."""
+                 forms=None, parts=None):
+    """The ``LinearPlan`` fastest for ``modules`` (linear layers of one weight shape), each timing over the
+    next part of ``probe_parts(modules, nbytes, n)`` in turn, ``n`` the first of ``parts`` (by default
+    ``PROBE_PARTS``) in the first round and the second in the ``repeats - 1`` rounds after it (``nbytes`` by
+    default ``probe_bytes`` of their device; ``tick`` as ``fastest_of_rounds`` takes it), in each of ``forms``
+    (by default ``forms_for`` their weight). Where the parts differ, a form's time is its best over the later
+    rounds: the first, over smaller parts, only decided whether it races on."""
     repeats = check_positive_int(repeats, "repeats")  # the first timed round decides which forms race on
     weight = modules[0].weight
     forms = forms_for(weight) if forms is None else tuple(forms)
     if not forms or forms[0] != PLAIN or not set(forms) <= set(FORMS):
         raise ValueError(f"forms must start with PLAIN ({PLAIN}) and be among {FORMS}, got {forms}")
-    probed = probe_weights(modules, probe_bytes(weight.device) if nbytes is None else nbytes)
+    nbytes = probe_bytes(weight.device) if nbytes is None else nbytes
+    parts = PROBE_PARTS if parts is None else tuple(parts)
+    if len(parts) != 2:
+        raise ValueError(f"parts must be (first round's, later rounds'), got {parts}")
+    first_parts, later_parts = (probe_parts(modules, nbytes, n) for n in parts)
+    turn = [0]
     g = torch.Generator().manual_seed(0)
     sizes = _row_counts(max_rows, wide_rows)
     inputs = {r: torch.randn((r, weight.shape[1]), generator=g).to(device=weight.device, dtype=weight.dtype)
               for r in sizes}
 
-    def timed(rows, form):
+    def timed(rows, form, parts):  # seconds per byte of weights: parts of the two lists differ in bytes
+        probed = parts[turn[0] % len(parts)]
+        turn[0] += 1
         t0 = time.perf_counter()
         for w, b in probed:
             _product(w, b, inputs[rows], rows, form)
         if weight.device.type == "cuda":
             torch.cuda.synchronize()
-        return time.perf_counter() - t0
+        return (time.perf_counter() - t0) / part_bytes(probed)
 
-    runs = {form: functools.partial(timed, *form) for form in _raced(forms, max_rows, wide_rows)}
+    runs = {form: functools.partial(timed, *form, first_parts) for form in _raced(forms, max_rows, wide_rows)}
+    race = {form: functools.partial(timed, *form, later_parts) for form in runs}
     firsts = {}
     for rows, form in runs:
         firsts.setdefault(form, (rows, form))
@@ -164,9 +188,9 @@ def measure_plan(modules, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats
         runs[first]()  # once, untimed
     seconds = dict(zip(runs, fastest_of_rounds(list(runs.values()), 1, tick, warm_up=False)))
     racing = in_the_race(seconds, max_rows)
-    later = fastest_of_rounds([runs[form] for form in racing], repeats - 1, tick, warm_up=False)
+    later = fastest_of_rounds([race[form] for form in racing], repeats - 1, tick, warm_up=False)
     for form, elapsed in zip(racing, later):
-        seconds[form] = min(seconds[form], elapsed)
+        seconds[form] = min(seconds[form], elapsed) if parts[0] == parts[1] else elapsed
     for _ in range((len(runs) - len(racing)) * (repeats - 1) if tick is not None else 0):
         tick()  # the rounds a form out of the race skips: the caller's progress still ends at its total
     pad_to, chosen = [0], [PLAIN]

@@ -13,6 +13,7 @@ from draftless.index.validation import check_positive_int
 # chose Gemma 3 270M's plans up to 30 % slower at 3-9 rows; 64 MiB in three rounds, passes as fast as its whole
 # 189 MB of MLP and 671 MB of output layer did)
 MIN_PROBE_BYTES = 64 << 20
+PROBE_CACHES = 2
 
 
 def last_level_cache_bytes(device):
@@ -38,9 +39,14 @@ def last_level_cache_bytes(device):
 
 
 def probe_bytes(device):
-    """How many bytes of weights each form is timed over on ``device``: ``MIN_PROBE_BYTES`` or twice the
-    last-level cache, whichever is more."""
-    return max(MIN_PROBE_BYTES, 2 * last_level_cache_bytes(device))
+    """How many bytes of weights each shape's forms are timed over on ``device``: ``MIN_PROBE_BYTES`` or
+    ``PROBE_CACHES`` times the last-level cache, whichever is more."""
+    return max(MIN_PROBE_BYTES, PROBE_CACHES * last_level_cache_bytes(device))
+
+
+def part_bytes(part):
+    """The bytes of weights in ``part`` (a list of ``(weight, bias)`` pairs)."""
+    return sum(w.numel() * w.element_size() for w, _ in part)
 
 
 def probe_weights(modules, nbytes):
@@ -48,12 +54,26 @@ def probe_weights(modules, nbytes):
     are reached (all of them where they hold less), or, where one weight alone holds more, a slice of its output
     rows of about ``nbytes`` (a product's speed per row does not depend on how many output rows it has, once
     they stream from memory)."""
-    weight = modules[0].weight
+    return probe_parts(modules, nbytes, 1)[0]
+
+
+def probe_parts(modules, nbytes, parts):
+    """Up to ``parts`` disjoint lists of ``(weight, bias)`` pairs, each of about ``nbytes / parts`` bytes as
+    ``probe_weights`` takes them (whole layers in turn, or a slice of one layer's output rows), all of the same
+    bytes, so that a form timed over one part is timed as over another. Timing each form over the next part in
+    turn streams ``nbytes / parts`` a product rather than ``nbytes``, and reads a part again only after the
+    others streamed past it. Fewer parts where the layers hold fewer (never an empty one)."""
     nbytes = check_positive_int(nbytes, "nbytes")
-    size = weight.numel() * weight.element_size()
-    if size > nbytes:
-        rows = -(-nbytes // (weight.shape[1] * weight.element_size()))  # at least 1: nbytes >= 1
-        bias = modules[0].bias
-        return [(weight[:rows], None if bias is None else bias[:rows])]
-    count = min(len(modules), -(-nbytes // size))
-    return [(m.weight, m.bias) for m in modules[:count]]
+    parts = check_positive_int(parts, "parts")
+    weight = modules[0].weight
+    row_bytes = weight.shape[1] * weight.element_size()
+    per_part = -(-nbytes // parts)
+    if weight.shape[0] * row_bytes > per_part:  # a slice of rows a part, from one layer or several
+        rows = -(-per_part // row_bytes)  # at most the layer's rows: per_part < its bytes
+        slices = [(m, i) for m in modules for i in range(0, m.weight.shape[0] - rows + 1, rows)]
+        return [[(m.weight[i:i + rows], None if m.bias is None else m.bias[i:i + rows])] for m, i in slices[:parts]]
+    count = -(-per_part // (weight.shape[0] * row_bytes))  # whole layers a part
+    if count * parts > len(modules):
+        count = max(1, len(modules) // parts)
+    return [[(m.weight, m.bias) for m in modules[j * count:(j + 1) * count]]
+            for j in range(min(parts, len(modules) // count))]

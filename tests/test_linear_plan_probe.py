@@ -26,12 +26,53 @@ def test_forms_are_timed_over_a_probe_past_the_cache_not_every_layer():
     assert weight_probe.probe_bytes("cpu") == max(weight_probe.MIN_PROBE_BYTES, 2 * cache)
 
 
+def test_the_probe_is_cut_into_parts_of_equal_bytes_that_never_overlap():
+    """``probe_parts``: whole layers where each is smaller than a part, else slices of rows, every part as large
+    as the others (a form timed over one is timed as over another), fewer parts where the layers hold fewer."""
+    layers = [torch.nn.Linear(16, 32) for _ in range(7)]  # 2 KiB of weights each
+    per_layer = 16 * 32 * 4
+    parts = weight_probe.probe_parts(layers, 6 * per_layer, 3)
+    assert [len(part) for part in parts] == [2] * 3
+    assert all(w is m.weight for (w, _), m in zip([pair for part in parts for pair in part], layers[:6]))
+    assert len(weight_probe.probe_parts(layers, 100 * per_layer, 3)) == 3  # 2 layers each of the 7 there are
+    assert [len(p) for p in weight_probe.probe_parts(layers, 100 * per_layer, 9)] == [1] * 7
+    assert weight_probe.probe_parts(layers, 6 * per_layer, 1) == [weight_probe.probe_weights(layers, 6 * per_layer)]
+    big = torch.nn.Linear(16, 100)
+    parts = weight_probe.probe_parts([big], 60 * 16 * 4, 4)  # 15 rows a part, as many as the 100 rows hold
+    assert [part[0][0].shape for part in parts] == [(15, 16)] * 4 and all(len(p) == 1 for p in parts)
+    starts = [part[0][0].data_ptr() for part in parts]
+    assert starts == [big.weight.data_ptr() + 15 * 16 * 4 * i for i in range(4)]  # consecutive, disjoint
+    assert [part[0][1].shape for part in parts] == [(15,)] * 4
+    assert len(weight_probe.probe_parts([big], 120 * 16 * 4, 2)) == 1  # 60 rows a part: one fits in 100
+    assert weight_probe.part_bytes(parts[0]) == 15 * 16 * 4
+    with pytest.raises(ValueError, match="parts"):
+        weight_probe.probe_parts(layers, per_layer, 0)
+
+
+def test_each_timing_streams_the_next_part_the_first_round_and_the_later_ones_cut_apart(monkeypatch):
+    layers = [torch.nn.Linear(16, 32) for _ in range(6)]
+    seen = []
+    real = linear_plan._product
+    monkeypatch.setattr(linear_plan, "_product", lambda w, *rest: seen.append(w.data_ptr()) or real(w, *rest))
+    monkeypatch.setattr(linear_plan, "in_the_race", lambda seconds, max_rows: list(seconds))  # all race on
+    linear_plan.measure_plan(layers, max_rows=2, wide_rows=(), repeats=2, nbytes=6 * 16 * 32 * 4, parts=(3, 2),
+                             forms=(linear_plan.PLAIN, linear_plan.TRANSPOSED))
+    ptr = [m.weight.data_ptr() for m in layers]
+    thirds = [ptr[0:2], ptr[2:4], ptr[4:6]]
+    halves = [ptr[0:3], ptr[3:6]]
+    # the first product of each order, untimed, and a round of four timings over thirds; a round over halves
+    expected = [thirds[turn % 3] for turn in range(2 + 4)] + [halves[turn % 2] for turn in range(6, 6 + 4)]
+    assert seen == [p for part in expected for p in part]  # the turn runs on across rounds
+    with pytest.raises(ValueError, match="parts"):
+        linear_plan.measure_plan(layers, max_rows=2, wide_rows=(), parts=(3,))
+
+
 def test_measure_plan_times_only_the_probe(monkeypatch):
     layers = [torch.nn.Linear(16, 32) for _ in range(4)]
     seen = set()
     real = linear_plan._product
     monkeypatch.setattr(linear_plan, "_product", lambda w, *rest: seen.add(w.data_ptr()) or real(w, *rest))
-    linear_plan.measure_plan(layers, max_rows=2, wide_rows=(), repeats=1, nbytes=2 * 16 * 32 * 4)
+    linear_plan.measure_plan(layers, max_rows=2, wide_rows=(), repeats=1, nbytes=2 * 16 * 32 * 4, parts=(1, 1))
     assert seen == {layers[0].weight.data_ptr(), layers[1].weight.data_ptr()}
 
 
@@ -64,3 +105,23 @@ def test_calibration_evidence_compares_both_shortcuts_with_the_long_way(tmp_path
         calibration_evidence.main(["curve", "--rounds", "0"])
     with pytest.raises(SystemExit):
         calibration_evidence.main(["forms", "--rounds", "0"])
+
+
+def test_plan_regret_prices_each_setting_against_the_fastest_plans():
+    from benchmarks import plan_regret
+    from tiny_models import tiny_model
+
+    lines = plan_regret.compare(tiny_model("llama"), ["1:1:2:1", "1:3:3:2"], trials=2, truth_mib=1, truth_rounds=1)
+    rows = [line.split("|")[1:-1] for line in lines if line.startswith("| 1:")]
+    assert [r[0].strip() for r in rows] == ["1:1:2:1", "1:3:3:2"]
+    for _, seconds, mean, worst, each in rows:
+        regrets = [float(x) for x in each.split(",")]
+        assert float(seconds) > 0 and len(regrets) == 2 and min(regrets) >= -1e-9  # no plan beats the fastest
+        assert abs(float(mean) - sum(regrets) / 2) < 0.1 and abs(float(worst) - max(regrets)) < 0.06
+    with pytest.raises(ValueError, match="MIB:FIRST:REPEATS:LATER"):
+        plan_regret.parse_setting("96:6:3")
+    assert plan_regret.parse_setting("96:6:2:1:1.5") == (96, 6, 2, 1, 1.5)
+    with pytest.raises(ValueError, match="MIB:FIRST:REPEATS:LATER"):
+        plan_regret.parse_setting("96:6:2:1:0.5")
+    with pytest.raises(SystemExit):
+        plan_regret.main(["--settings", "96:0:3:2"])

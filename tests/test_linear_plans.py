@@ -123,7 +123,7 @@ def test_a_plan_times_forms_out_of_the_race_once_and_still_counts_their_rounds(m
     ticks = []
     orders = (linear_plan.PLAIN, linear_plan.TRANSPOSED)
     linear_plan.measure_plan(modules, max_rows=3, wide_rows=(8,), repeats=3, tick=lambda: ticks.append(1),
-                             forms=orders)
+                             forms=orders, parts=(1, 1))  # every timing over the whole probe
     forms = 2 * 4  # 1..3 rows and 8, both orders
     # each form's first product once untimed (a first product runs slow), a round of all, two more of two
     assert len(calls) == len(modules) * (2 + forms + 2 * 2) and calls[:len(modules) + 1] == [(1, 0)] * len(modules) + [(1, 1)]
