@@ -125,3 +125,14 @@ def test_plan_regret_prices_each_setting_against_the_fastest_plans():
         plan_regret.parse_setting("96:6:2:1:0.5")
     with pytest.raises(SystemExit):
         plan_regret.main(["--settings", "96:0:3:2"])
+
+
+def test_parts_smaller_than_a_layer_are_row_slices_spread_over_the_layers():
+    layers = [torch.nn.Linear(16, 40) for _ in range(3)]  # 40 rows each
+    parts = weight_probe.probe_parts(layers, 4 * 25 * 16 * 4, 4)  # 25 rows a part: one fits in each layer
+    assert len(parts) == 3  # only three whole slices of 25 rows in three 40-row layers
+    assert [part[0][0].data_ptr() for part in parts] == [m.weight.data_ptr() for m in layers]
+    assert all(part[0][0].shape == (25, 16) for part in parts)
+    parts = weight_probe.probe_parts(layers, 4 * 20 * 16 * 4, 4)  # 20 rows a part: two in each layer
+    assert [(part[0][0].data_ptr() - layers[i // 2].weight.data_ptr()) // (16 * 4) for i, part in enumerate(parts)] \
+        == [0, 20, 0, 20]
