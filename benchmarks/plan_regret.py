@@ -8,10 +8,12 @@ interleaved with the others, as the library does. A plan's cost at a row count i
 chooses there, scaled from the probe to all of the model's layers of that shape and summed over the shapes; its
 regret is that cost summed over the row counts 1..8, 16, 32 and 64, against the fastest form's at each.
 
-A setting is ``MIB:FIRST:REPEATS:LATER[:OUT_OF_RACE]``: a probe of ``MIB`` MiB (the library's is
-``weight_probe.probe_bytes``), the first round over ``FIRST`` parts of it, ``REPEATS`` rounds in all, the later
-ones over ``LATER`` parts (``linear_plan.measure_plan``), and forms that far behind after the first round out of
-the race (``linear_plan.OUT_OF_RACE``, the library's where not given). ``64:1:2:1:1.25`` is the library's (on a
+A setting is ``MIB:FIRST:REPEATS:LATER[:OUT_OF_RACE[:WIDE_CLEAR_GAIN]]``: a probe of ``MIB`` MiB (the
+library's is ``weight_probe.probe_bytes``), the first round over ``FIRST`` parts of it, ``REPEATS`` rounds in all,
+the later ones over ``LATER`` parts (``linear_plan.measure_plan``), forms that far behind after the first round
+out of the race (``linear_plan.OUT_OF_RACE``), and above 8 rows another form than the plain product taken where
+it takes less than that fraction of its time (``linear_plan.WIDE_CLEAR_GAIN``); the library's where not given.
+The regret is also given in milliseconds at 1-8 rows and above. ``64:1:2:1:1.25`` is the library's (on a
 CPU with a 32 MiB cache), ``64:6:2:1:1.5`` the cheaper first round session 39 measured and left out.
 
     python -m benchmarks.plan_regret --model gemma-3-270m --settings 64:1:2:1:1.25,64:6:2:1:1.5 --trials 12
@@ -32,28 +34,33 @@ ROWS = tuple(range(1, linear_plan.MAX_PADDED_ROWS + 1)) + linear_plan.WIDE_ROWS
 
 
 def parse_setting(text):
-    """``(mib, first_parts, repeats, later_parts, out_of_race)`` from ``MIB:FIRST:REPEATS:LATER[:OUT_OF_RACE]``
-    (``out_of_race`` the library's ``linear_plan.OUT_OF_RACE`` where not given)."""
+    """``(mib, first_parts, repeats, later_parts, out_of_race, wide_clear_gain)`` from
+    ``MIB:FIRST:REPEATS:LATER[:OUT_OF_RACE[:WIDE_CLEAR_GAIN]]`` (the library's ``linear_plan.OUT_OF_RACE`` and
+    ``linear_plan.WIDE_CLEAR_GAIN`` where not given: None)."""
     fields = text.split(":")
     try:
-        values = tuple(int(x) for x in fields[:4]) + (float(fields[4]) if len(fields) == 5 else None,)
+        values = tuple(int(x) for x in fields[:4]) + tuple(float(x) for x in fields[4:6])
     except ValueError:
         values = ()
-    if len(values) != 5 or len(fields) > 5 or min(values[:4]) < 1 or (values[4] is not None and values[4] < 1):
-        raise ValueError(f"a setting is MIB:FIRST:REPEATS:LATER[:OUT_OF_RACE], four positive integers and a "
-                         f"ratio of at least 1, got {text!r}")
+    values += (None,) * (6 - len(values)) if 4 <= len(values) <= 6 else ()
+    if (len(values) != 6 or len(fields) > 6 or min(values[:4]) < 1 or (values[4] is not None and not values[4] >= 1)
+            or (values[5] is not None and not 0 < values[5] <= 1)):
+        raise ValueError(f"a setting is MIB:FIRST:REPEATS:LATER[:OUT_OF_RACE[:WIDE_CLEAR_GAIN]], four positive "
+                         f"integers, a ratio of at least 1 and one in (0, 1], got {text!r}")
     return values
 
 
 @contextlib.contextmanager
-def out_of_race(ratio=None):
-    """Within the block, ``linear_plan.OUT_OF_RACE`` is ``ratio`` (unless None)."""
-    saved = linear_plan.OUT_OF_RACE
-    linear_plan.OUT_OF_RACE = saved if ratio is None else ratio
+def race_rules(out_of_race=None, wide_clear_gain=None):
+    """Within the block, ``linear_plan.OUT_OF_RACE`` and ``linear_plan.WIDE_CLEAR_GAIN`` are these (where not
+    None)."""
+    saved = linear_plan.OUT_OF_RACE, linear_plan.WIDE_CLEAR_GAIN
+    linear_plan.OUT_OF_RACE = saved[0] if out_of_race is None else out_of_race
+    linear_plan.WIDE_CLEAR_GAIN = saved[1] if wide_clear_gain is None else wide_clear_gain
     try:
         yield
     finally:
-        linear_plan.OUT_OF_RACE = saved
+        linear_plan.OUT_OF_RACE, linear_plan.WIDE_CLEAR_GAIN = saved
 
 
 @torch.no_grad()
@@ -101,8 +108,8 @@ def compare(model, settings, trials, truth_mib=128, truth_rounds=5, progress=Non
     chosen = {s: [] for s in settings}
     for _ in range(trials):
         for setting in settings:
-            mib, first, repeats, later, ratio = parse_setting(setting)
-            with out_of_race(ratio):
+            mib, first, repeats, later, ratio, wide_gain = parse_setting(setting)
+            with race_rules(ratio, wide_gain):
                 t0 = time.perf_counter()
                 plans = {shape: linear_plan.measure_plan(modules, repeats=repeats, nbytes=mib << 20,
                                                          parts=(first, later))
@@ -112,18 +119,23 @@ def compare(model, settings, trials, truth_mib=128, truth_rounds=5, progress=Non
                 progress()
     after = careful_seconds(groups, truth_mib, truth_rounds)
     table = {shape: {rf: min(before[shape][rf], after[shape][rf]) for rf in before[shape]} for shape in before}
-    fastest = sum(fastest_cost(table))
+    fastest_rows = fastest_cost(table)
+    fastest = sum(fastest_rows)
+    narrow = len(ROWS) - len(linear_plan.WIDE_ROWS)
     drift = sum(map(sum, (t.values() for t in after.values()))) / sum(map(sum, (t.values() for t in before.values())))
     lines = [f"careful timings over {truth_mib} MiB, best of {truth_rounds}: the fastest plans' linear layers "
              f"{1e3 * fastest:.1f} ms summed over {len(ROWS)} row counts; the careful timings after the "
              f"calibrations / before: {drift:.3f}", "",
-             "| setting | plans (s), mean | regret (%), mean | worst | each calibration's (%) |",
-             "|---|---|---|---|---|"]
+             "| setting | plans (s), mean | regret (%), mean | worst | at 1-8 rows (ms) | above (ms) | "
+             "each calibration's (%) |", "|---|---|---|---|---|---|---|"]
     for setting in settings:
-        regrets = [100 * (sum(plan_cost(plans, table)) / fastest - 1) for _, plans in chosen[setting]]
+        costs = [plan_cost(plans, table) for _, plans in chosen[setting]]
+        regrets = [100 * (sum(c) / fastest - 1) for c in costs]
+        below = 1e3 * sum(sum(c[:narrow]) - sum(fastest_rows[:narrow]) for c in costs) / trials
+        above = 1e3 * sum(sum(c[narrow:]) - sum(fastest_rows[narrow:]) for c in costs) / trials
         seconds = sum(s for s, _ in chosen[setting]) / trials
         lines.append(f"| {setting} | {seconds:.2f} | {sum(regrets) / trials:.2f} | {max(regrets):.2f} | "
-                     + ", ".join(f"{r:.1f}" for r in regrets) + " |")
+                     f"{below:.2f} | {above:.2f} | " + ", ".join(f"{r:.1f}" for r in regrets) + " |")
     return lines
 
 
@@ -131,7 +143,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks.plan_regret", description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="gemma-3-270m")
     parser.add_argument("--settings", default="64:1:2:1:1.25,64:6:2:1:1.5",
-                        help="MIB:FIRST:REPEATS:LATER[:OUT_OF_RACE], comma-separated")
+                        help="MIB:FIRST:REPEATS:LATER[:OUT_OF_RACE[:WIDE_CLEAR_GAIN]], comma-separated")
     parser.add_argument("--trials", type=int, default=12, help="calibrations per setting")
     parser.add_argument("--truth-mib", type=int, default=128)
     parser.add_argument("--truth-rounds", type=int, default=5)

@@ -15,8 +15,9 @@ import transformers
 
 # bumped when the measurement changes, so that curves measured the old way are redone; 5: a wide transposed product
 # taken in blocks of output features (``blocked_product.transposed_product``), which changes its forms' race; 6:
-# oneDNN's matmul raced as a third form (``onednn_product``)
-METHOD_VERSION = 6
+# oneDNN's matmul raced as a third form (``onednn_product``); 7: above 8 rows another form taken for a twentieth of
+# the plain product's time, not a tenth (``linear_plan.WIDE_CLEAR_GAIN``)
+METHOD_VERSION = 7
 
 
 def processor_identity(device):

@@ -52,6 +52,13 @@ from .weight_probe import part_bytes, probe_bytes, probe_parts
 ONEDNN_FROM_ROWS = 5
 WIDE_ROWS = (16, 32, 64)  # row counts above MAX_PADDED_ROWS: the form measured at the next one up is used
 CLEAR_GAIN = 0.9  # change the plain product only for a tenth of its time, so timing noise changes nothing
+# above MAX_PADDED_ROWS, where products are long and their timings steadier, for a twentieth: at a tenth, the
+# plain product was kept where oneDNN's was 5-7 % faster under careful timings (SmolLM2-135M's 576-wide layers at
+# 16-64 rows). Four batches of twelve to sixteen calibrations on a 2-core CPU (``benchmarks.plan_regret``): the
+# linear layers' time at 16, 32 and 64 rows above the fastest forms' fell from 6.3-9.8 ms to 3.2-7.1 ms for
+# SmolLM2 (once equal) and from 1.3-2.6 ms to 0.3-1.0 ms for Gemma 3 270M, of about 240 and 450 ms (session 39,
+# "Wide products for a twentieth" in ``benchmarks/recorded/README.md``)
+WIDE_CLEAR_GAIN = 0.95
 # the probe (``probe_bytes``) is cut into this many parts for the first timed round, which decides the race, and
 # into the second many for the rounds after it (``probe_parts``); each timing streams the next part in turn, so
 # that a part is read again only after the others streamed past it. Whole in both rounds: cutting it saves time
@@ -203,7 +210,7 @@ def measure_plan(modules, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats
     wide = []
     for r in sizes[max_rows:]:
         best = min((f for f in forms if serves((r, f), r)), key=lambda f: seconds[(r, f)])
-        wide.append((r, best if seconds[(r, best)] < CLEAR_GAIN * seconds[(r, PLAIN)] else PLAIN))
+        wide.append((r, best if seconds[(r, best)] < WIDE_CLEAR_GAIN * seconds[(r, PLAIN)] else PLAIN))
     return LinearPlan(tuple(pad_to), tuple(chosen), tuple(wide))
 
 

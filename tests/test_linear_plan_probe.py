@@ -111,16 +111,24 @@ def test_plan_regret_prices_each_setting_against_the_fastest_plans():
     from benchmarks import plan_regret
     from tiny_models import tiny_model
 
-    lines = plan_regret.compare(tiny_model("llama"), ["1:1:2:1", "1:3:3:2"], trials=2, truth_mib=1, truth_rounds=1)
+    gain = linear_plan.WIDE_CLEAR_GAIN
+    lines = plan_regret.compare(tiny_model("llama"), ["1:1:2:1", "1:3:3:2:1.5:0.5"], trials=2, truth_mib=1,
+                                truth_rounds=1)
+    assert linear_plan.WIDE_CLEAR_GAIN == gain  # the rules a setting names are the library's again after it
     rows = [line.split("|")[1:-1] for line in lines if line.startswith("| 1:")]
-    assert [r[0].strip() for r in rows] == ["1:1:2:1", "1:3:3:2"]
-    for _, seconds, mean, worst, each in rows:
+    assert [r[0].strip() for r in rows] == ["1:1:2:1", "1:3:3:2:1.5:0.5"]
+    for _, seconds, mean, worst, below, above, each in rows:
         regrets = [float(x) for x in each.split(",")]
         assert float(seconds) > 0 and len(regrets) == 2 and min(regrets) >= -1e-9  # no plan beats the fastest
         assert abs(float(mean) - sum(regrets) / 2) < 0.1 and abs(float(worst) - max(regrets)) < 0.06
+        assert float(below) >= 0 and float(above) >= 0
     with pytest.raises(ValueError, match="MIB:FIRST:REPEATS:LATER"):
         plan_regret.parse_setting("96:6:3")
-    assert plan_regret.parse_setting("96:6:2:1:1.5") == (96, 6, 2, 1, 1.5)
+    assert plan_regret.parse_setting("96:6:2:1:1.5") == (96, 6, 2, 1, 1.5, None)
+    assert plan_regret.parse_setting("64:1:2:1") == (64, 1, 2, 1, None, None)
+    assert plan_regret.parse_setting("64:1:2:1:1.25:0.95") == (64, 1, 2, 1, 1.25, 0.95)
+    with pytest.raises(ValueError, match="MIB:FIRST:REPEATS:LATER"):
+        plan_regret.parse_setting("64:1:2:1:1.25:1.5")
     with pytest.raises(ValueError, match="MIB:FIRST:REPEATS:LATER"):
         plan_regret.parse_setting("96:6:2:1:0.5")
     with pytest.raises(SystemExit):
