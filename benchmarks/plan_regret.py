@@ -72,14 +72,10 @@ def careful_seconds(groups, mib, rounds):
         weight = modules[0].weight
         probed = weight_probe.probe_weights(modules, mib << 20)
         scale = len(modules) * weight.numel() * weight.element_size() / weight_probe.part_bytes(probed)
-        g = torch.Generator().manual_seed(0)
-        inputs = {r: torch.randn((r, weight.shape[1]), generator=g).to(weight) for r in ROWS}
+        inputs = linear_plan.row_inputs(weight, ROWS)
 
         def timed(rows, form):
-            t0 = time.perf_counter()
-            for w, b in probed:
-                linear_plan._product(w, b, inputs[rows], rows, form)
-            return time.perf_counter() - t0
+            return linear_plan.time_products(probed, inputs[rows], rows, form)
 
         raced = linear_plan._raced(linear_plan.forms_for(weight), linear_plan.MAX_PADDED_ROWS, linear_plan.WIDE_ROWS)
         best = linear_plan.fastest_of_rounds([functools.partial(timed, *rf) for rf in raced], rounds)

@@ -33,6 +33,7 @@ nothing is installed.
 
 import contextlib
 import functools
+import itertools
 import time
 
 import torch
@@ -151,6 +152,24 @@ def forms_for(weight):
     return (PLAIN, TRANSPOSED, ONEDNN) if onednn_supported(weight) else (PLAIN, TRANSPOSED)
 
 
+def row_inputs(weight, row_counts):
+    """``{rows: input}``: random rows (seeded, so every race multiplies the same) shaped, typed and placed for a
+    product with ``weight``, one input per row count."""
+    g = torch.Generator().manual_seed(0)
+    return {r: torch.randn((r, weight.shape[1]), generator=g).to(device=weight.device, dtype=weight.dtype)
+            for r in row_counts}
+
+
+def time_products(probed, x, rows, form):
+    """Seconds to multiply ``x`` by each ``(weight, bias)`` of ``probed`` in turn, in ``form`` on ``rows`` rows."""
+    t0 = time.perf_counter()
+    for w, b in probed:
+        _product(w, b, x, rows, form)
+    if probed and probed[0][0].device.type == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
 @torch.no_grad()
 def measure_plan(modules, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats=2, tick=None, nbytes=None,
                  forms=None, parts=None):
@@ -169,25 +188,18 @@ def measure_plan(modules, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats
     parts = PROBE_PARTS if parts is None else tuple(parts)
     if len(parts) != 2:
         raise ValueError(f"parts must be (first round's, later rounds'), got {parts}")
-    first_parts, later_parts = (probe_parts(modules, nbytes, n) for n in parts)
-    turn = [0]
-    g = torch.Generator().manual_seed(0)
+    first_cut = probe_parts(modules, nbytes, parts[0])
+    later_cut = first_cut if parts[1] == parts[0] else probe_parts(modules, nbytes, parts[1])
+    turn = itertools.count()
     sizes = _row_counts(max_rows, wide_rows)
-    inputs = {r: torch.randn((r, weight.shape[1]), generator=g).to(device=weight.device, dtype=weight.dtype)
-              for r in sizes}
+    inputs = row_inputs(weight, sizes)
 
-    def timed(rows, form, parts):  # seconds per byte of weights: parts of the two lists differ in bytes
-        probed = parts[turn[0] % len(parts)]
-        turn[0] += 1
-        t0 = time.perf_counter()
-        for w, b in probed:
-            _product(w, b, inputs[rows], rows, form)
-        if weight.device.type == "cuda":
-            torch.cuda.synchronize()
-        return (time.perf_counter() - t0) / part_bytes(probed)
+    def timed(rows, form, cut):  # seconds per byte of weights: the parts of two cuts differ in bytes
+        probed = cut[next(turn) % len(cut)]
+        return time_products(probed, inputs[rows], rows, form) / part_bytes(probed)
 
-    runs = {form: functools.partial(timed, *form, first_parts) for form in _raced(forms, max_rows, wide_rows)}
-    race = {form: functools.partial(timed, *form, later_parts) for form in runs}
+    runs = {form: functools.partial(timed, *form, first_cut) for form in _raced(forms, max_rows, wide_rows)}
+    race = runs if later_cut is first_cut else {form: functools.partial(timed, *form, later_cut) for form in runs}
     firsts = {}
     for rows, form in runs:
         firsts.setdefault(form, (rows, form))
@@ -197,7 +209,7 @@ def measure_plan(modules, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats
     racing = in_the_race(seconds, max_rows)
     later = fastest_of_rounds([race[form] for form in racing], repeats - 1, tick, warm_up=False)
     for form, elapsed in zip(racing, later):
-        seconds[form] = min(seconds[form], elapsed) if parts[0] == parts[1] else elapsed
+        seconds[form] = min(seconds[form], elapsed) if race is runs else elapsed
     for _ in range((len(runs) - len(racing)) * (repeats - 1) if tick is not None else 0):
         tick()  # the rounds a form out of the race skips: the caller's progress still ends at its total
     pad_to, chosen = [0], [PLAIN]

@@ -15,13 +15,13 @@ _LOCK = threading.Lock()
 def request_start(model, config):
     """The ``RequestStart`` shared by ``model``'s generators under ``config`` (an ``AdaptiveConfig``), made on
     first use; None where ``config.start_memory`` is 0 (every request's first draft under the prior alone)."""
-    if RequestStart.for_config(config) is None:  # checks the config too
-        return None
     with _LOCK:
-        by_config = _STARTS.setdefault(model, {})
-        if config not in by_config:
-            by_config[config] = RequestStart(config)
-        return by_config[config]
+        start = _STARTS.get(model, {}).get(config)
+        if start is None:
+            start = RequestStart.for_config(config)  # checks the config too; None where it carries none
+            if start is not None:
+                _STARTS.setdefault(model, {})[config] = start
+        return start
 
 
 def forget_request_starts(model=None):

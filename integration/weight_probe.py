@@ -13,7 +13,6 @@ from draftless.index.validation import check_positive_int
 # chose Gemma 3 270M's plans up to 30 % slower at 3-9 rows; 64 MiB in three rounds, passes as fast as its whole
 # 189 MB of MLP and 671 MB of output layer did)
 MIN_PROBE_BYTES = 64 << 20
-PROBE_CACHES = 2
 
 
 def last_level_cache_bytes(device):
@@ -39,9 +38,9 @@ def last_level_cache_bytes(device):
 
 
 def probe_bytes(device):
-    """How many bytes of weights each shape's forms are timed over on ``device``: ``MIN_PROBE_BYTES`` or
-    ``PROBE_CACHES`` times the last-level cache, whichever is more."""
-    return max(MIN_PROBE_BYTES, PROBE_CACHES * last_level_cache_bytes(device))
+    """How many bytes of weights each shape's forms are timed over on ``device``: ``MIN_PROBE_BYTES`` or twice the
+    last-level cache, whichever is more."""
+    return max(MIN_PROBE_BYTES, 2 * last_level_cache_bytes(device))
 
 
 def part_bytes(part):
