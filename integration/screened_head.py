@@ -31,9 +31,15 @@ from .staged_head import returned_as_logits
 # from this many rows a screened pass ran faster than the planned fp32 product on session 37's host (Gemma 3 270M,
 # 2-core AMD EPYC with AVX-512 BF16): see "The output layer screened in bfloat16" in benchmarks/recorded/README.md
 SCREEN_FROM_ROWS = 9
-# a row with more candidates than this (a flat distribution: the calibration's random tokens, rarely real text,
-# whose rows had 1 to 93 within 2^-6-wide bounds, median 4) takes the fp32 product whole
-MAX_CANDIDATES = 256
+# a row with more candidates than this (a flat distribution: the calibration's random tokens) takes the fp32 product
+# whole. Real text's rows have 1 to 93 candidates within 2^-6-wide bounds, median 4, but where the model hesitates
+# (an edit's first token, a rejected draft's next rows) 276 to 999 (Gemma 3 270M's code_edit, session 40): their
+# fp32 scores gathered cost 0.5 ms at 1,024 candidates and 3.4 ms at 4,096, the whole row's product 55 ms (and
+# 123 ms for two rows), so these rows cost a rejected draft's pass 50-150 ms more at a cap of 256
+MAX_CANDIDATES = 4096
+# candidates are scored in fp32 this many at a time, their gathered rows (2 x 4096 x 640 fp32 for Gemma: 21 MB) the
+# only temporary the size of the candidates, whatever the pass's rows
+CANDIDATE_BLOCK = 4096
 # each row's candidates are looked for among its top tokens first (``torch.topk``: half the time of a comparison
 # over every token and its ``nonzero``), among all only where every one of them is a candidate
 TOP_CANDIDATES = 16
@@ -201,7 +207,8 @@ class ScreenedHead:
             choices[wide] = torch.nn.functional.linear(rows[wide], self.weight).argmax(dim=-1)
             keep = ~flat[at]
             at, token = at[keep], token[keep]
-        exact = (rows[at] * self.weight[token]).sum(dim=1)
+        exact = torch.cat([(rows[at[i:i + CANDIDATE_BLOCK]] * self.weight[token[i:i + CANDIDATE_BLOCK]]).sum(dim=1)
+                           for i in range(0, at.shape[0], CANDIDATE_BLOCK)]) if at.shape[0] else rows.new_empty(0)
         best = torch.full((q,), -float("inf")).scatter_reduce(0, at, exact, "amax")
         won = exact == best[at]
         return choices.scatter_reduce(0, at[won], token[won], "amin")

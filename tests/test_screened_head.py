@@ -56,6 +56,24 @@ def test_ties_go_to_the_lowest_token_id_and_flat_rows_to_the_whole_product():
     assert torch.equal(got, torch.nn.functional.linear(rows, weight).argmax(dim=1))
 
 
+def test_hesitant_rows_are_scored_by_their_candidates_in_blocks_not_by_the_whole_product(monkeypatch):
+    # 1,500 near-twin tokens, a few thousandths apart: within every row's bound, so hundreds of candidates per row
+    # (more than the old cap of 256, fewer than MAX_CANDIDATES), scored 64 at a time
+    g = torch.Generator().manual_seed(3)
+    base = torch.randn(32, generator=g)
+    weight = torch.cat([base + 1e-3 * torch.randn((1500, 32), generator=g), torch.randn((500, 32), generator=g)])
+    rows = base[None, :] * torch.linspace(1.0, 4.0, 6)[:, None] + 0.01 * torch.randn((6, 32), generator=g)
+    screen = ScreenedHead(linear(weight))
+    whole = []
+    product = torch.nn.functional.linear
+    monkeypatch.setattr(torch.nn.functional, "linear",
+                        lambda x, w, b=None: whole.append(w is screen.weight) or product(x, w, b))
+    monkeypatch.setattr(screened_head, "CANDIDATE_BLOCK", 64)
+    got = screen.argmax(rows)
+    assert not any(whole)  # never the fp32 product over every token
+    assert torch.equal(got, fp32_argmax(rows, weight))
+
+
 def test_non_finite_rows_take_the_whole_product():
     weight = torch.randn((50, 8))
     rows = torch.randn((2, 8))
