@@ -50,8 +50,8 @@ MEASURED_KS = (0, 1, 2, 3, 4, 7, 15, 31, 63)
 # bumped when the loop's pass changes but the linear layers' plans stand: 2, the reserved KV cache and grouped
 # key/value heads attended as they are; 3, a longer pass may cost less (kept as measured); 4, the output layer's
 # time within each pass kept too (``CostCurve.head``: passes that compute it in stages); 5, the output layer screened
-# in bfloat16 where a greedy run would screen it (``screened_head``)
-CURVE_VERSION = 5
+# in bfloat16 where a greedy run would screen it (``screened_head``); 6, screened from 3 rows, not 9
+CURVE_VERSION = 6
 
 
 @torch.no_grad()
