@@ -31,7 +31,7 @@ from .staged_head import returned_as_logits
 # from this many rows a screened pass ran faster than the planned fp32 product (Gemma 3 270M, 2-core AMD EPYC with
 # AVX-512 BF16): 9 on session 37's host, before the top-16 search; on session 40's, Gemma's passes at 3-10 rows took
 # 0.69-0.99 of the plain ones' time (median of 15 interleaved rounds, two contexts), at 1 and 2 rows the same.
-# See "The output layer screened from 3 rows" in benchmarks/recorded/README.md
+# See "Hesitant rows, and the screen from 3 rows" in benchmarks/recorded/README.md
 SCREEN_FROM_ROWS = 3
 # a row with more candidates than this (a flat distribution: the calibration's random tokens) takes the fp32 product
 # whole. Real text's rows have 1 to 93 candidates within 2^-6-wide bounds, median 4, but where the model hesitates
