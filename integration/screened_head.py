@@ -209,8 +209,8 @@ class ScreenedHead:
             choices[wide] = torch.nn.functional.linear(rows[wide], self.weight).argmax(dim=-1)
             keep = ~flat[at]
             at, token = at[keep], token[keep]
-        exact = torch.cat([(rows[at[i:i + CANDIDATE_BLOCK]] * self.weight[token[i:i + CANDIDATE_BLOCK]]).sum(dim=1)
-                           for i in range(0, at.shape[0], CANDIDATE_BLOCK)]) if at.shape[0] else rows.new_empty(0)
+        exact = torch.cat([(rows[a] * self.weight[t]).sum(dim=1)  # split yields one empty block where at is empty
+                           for a, t in zip(at.split(CANDIDATE_BLOCK), token.split(CANDIDATE_BLOCK))])
         best = torch.full((q,), -float("inf")).scatter_reduce(0, at, exact, "amax")
         won = exact == best[at]
         return choices.scatter_reduce(0, at[won], token[won], "amin")
