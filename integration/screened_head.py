@@ -10,6 +10,11 @@ pass over ``rows >= SCREEN_FROM_ROWS`` rows, ``ScreenedHead`` replaces the outpu
 2. a bound ``B`` per row on ``|s_j - x . W_j|`` for every token j (``error_bound``);
 3. the candidates ``s_j >= max(s) - 2B``, each scored in fp32, the highest taken (the lowest id on a tie).
 
+Told the pass's draft, it scores no row after the first whose draft token is not among its candidates: that row's
+draft token is certainly rejected, so greedy acceptance reads no row after it (``acceptance.accept_choices``), and
+those rows' choices are their bfloat16 best, not exact. They are the rows that cost most to score: conditioned on
+a rejected token, the model hesitates (hundreds of candidates a row, a flat one the whole fp32 product).
+
 Every token j left out has ``x . W_j <= s_j + B < max(s) - B <= x . W_a`` (a: the bfloat16 argmax), so it
 cannot be the fp32 argmax: the choice is the fp32 argmax, only the rounding of its fp32 sum taken in another
 order (as the planned forms' are, ``linear_plan``). Replacing the module's forward, the model's call returns the
@@ -157,32 +162,34 @@ class ScreenedHead:
         return self.supported
 
     @contextlib.contextmanager
-    def choosing(self, timing=False):
+    def choosing(self, timing=False, draft=None):
         """Within the block, the output layer returns its input (the hidden rows) and leaves each row's token in
-        ``choices`` (``argmax``, ``timing`` as it takes it). Its own forward (a planned product, or none) is
-        restored after."""
+        ``choices`` (``argmax``, ``timing`` and ``draft`` as it takes them). Its own forward (a planned product,
+        or none) is restored after."""
         before = self.head.__dict__.get("forward")
         self.head.forward = self._forward
-        self._timing = timing
+        self._timing, self._draft = timing, draft
         try:
             yield
         finally:
-            self._timing = False
+            self._timing, self._draft = False, None
             if before is None:
                 del self.head.forward
             else:
                 self.head.forward = before
 
     def _forward(self, hidden):
-        self.choices = self.argmax(hidden.reshape(-1, hidden.shape[-1]), self._timing)
+        self.choices = self.argmax(hidden.reshape(-1, hidden.shape[-1]), self._timing, self._draft)
         return hidden
 
-    def argmax(self, rows, timing=False):
+    def argmax(self, rows, timing=False, draft=None):
         """The fp32 argmax of ``rows @ W.T`` per row (the lowest token id on a tie), through the screen. A row with
         more than ``MAX_CANDIDATES`` candidates (a flat distribution) takes the fp32 product whole. With ``timing``
         (the calibration's passes over random tokens and keys, whose rows are all flat), only the tokens at each
         row's bfloat16 maximum are candidates, as few as a row of real text has: the cost of a real pass, but
-        not an exact choice."""
+        not an exact choice. With ``draft`` (1-D, the token each of the first rows is checked against: row i
+        scores the token after draft token i - 1), exact up to the first row whose draft token is no candidate,
+        the rows after it their bfloat16 best (``cut_after_certain_rejection``)."""
         if not bool(torch.isfinite(rows).all()):  # no bound holds: the fp32 product whole
             return torch.nn.functional.linear(rows, self.weight).argmax(dim=-1)
         low16 = rows.to(torch.bfloat16)
@@ -201,8 +208,10 @@ class ScreenedHead:
             keep = ~more[at]
             at, token = torch.cat([at[keep], over[row]]), torch.cat([token[keep], col])
         q = rows.shape[0]
-        counts = torch.bincount(at, minlength=q)
         choices = torch.full((q,), self.weight.shape[0], dtype=torch.long)
+        if draft is not None:
+            at, token = cut_after_certain_rejection(at, token, draft, where[:, 0], choices)
+        counts = torch.bincount(at, minlength=q)
         flat = counts > MAX_CANDIDATES
         if bool(flat.any()):
             wide = flat.nonzero().flatten()
@@ -214,3 +223,22 @@ class ScreenedHead:
         best = torch.full((q,), -float("inf")).scatter_reduce(0, at, exact, "amax")
         won = exact == best[at]
         return choices.scatter_reduce(0, at[won], token[won], "amin")
+
+
+def cut_after_certain_rejection(at, token, draft, best, choices):
+    """The candidates ``(at, token)`` (row, token pairs) of the rows up to the first row i < len(draft) whose
+    draft token ``draft[i]`` is none of its candidates; ``choices`` of the rows after it set to ``best`` (their
+    bfloat16 best) in place. Row i's fp32 argmax is one of its candidates, so it differs from ``draft[i]``:
+    greedy acceptance stops at row i at the latest and never reads a later row's choice."""
+    k = min(int(draft.shape[0]), choices.shape[0])
+    if k == 0:
+        return at, token
+    checked = at < k
+    held = torch.zeros(k, dtype=torch.bool)
+    held[at[checked][token[checked] == draft[at[checked]]]] = True  # rows whose draft token is a candidate
+    if bool(held.all()):
+        return at, token
+    first = int((~held).nonzero()[0])
+    choices[first + 1:] = best[first + 1:]
+    keep = at <= first
+    return at[keep], token[keep]

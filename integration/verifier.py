@@ -78,7 +78,7 @@ class Verifier:
         the target's token per row instead (1-D long)."""
         ids = torch.cat([last_token.view(1, 1), draft.view(1, -1)], dim=1)
         if self.screens(ids.shape[1]):
-            with self.screen.choosing():
+            with self.screen.choosing(draft=draft):
                 self._run(ids, ids.shape[1])
             return self.screen.choices
         if first_rows is None:
