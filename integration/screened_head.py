@@ -109,7 +109,7 @@ class ScreenedHead:
         self.onednn = onednn_supported(self.low[:64]) if onednn is None else onednn
         self.from_rows = SCREEN_FROM_ROWS  # passes over fewer rows take the layer's own product
         self.supported = False  # known at the prefill: the model returns the layer's output as its logits
-        self.choices = None  # the latest screened pass's token per row
+        self.choices = None  # the latest screened pass's token per row (up to a certain rejection: ``argmax``)
         self._seen = None
         self._timing = False
         self._version = (weight.data_ptr(), weight._version)

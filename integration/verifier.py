@@ -75,7 +75,8 @@ class Verifier:
     def forward(self, last_token, draft, first_rows=None):
         """Logits (1 + len(draft), vocab): row i scores the token after ``[last_token] + draft[:i]``; with
         ``first_rows`` (where ``stages``), those rows only, the others then from ``rest``; where ``screens``,
-        the target's token per row instead (1-D long)."""
+        the target's token per row instead (1-D long; after the first row where the draft certainly fails, not
+        the target's: ``ScreenedHead.argmax``)."""
         ids = torch.cat([last_token.view(1, 1), draft.view(1, -1)], dim=1)
         if self.screens(ids.shape[1]):
             with self.screen.choosing(draft=draft):

@@ -117,10 +117,11 @@ class AdaptiveConfig:
     # ``benchmarks/recorded/README.md``): the rows it saves follow drafts that fail early, which the acceptance
     # model cannot tell from drafts that hold
     staged_head: bool = False
-    # a greedy pass over at least 9 rows without logits processors, scores or logits returned chooses each row's
-    # token through the output layer screened in bfloat16 (exact; ``integration/screened_head.py``) where the
-    # loop serves it (a CPU with bfloat16 dot products, an output layer of at least 64M weights). On: Gemma 3
-    # 270M's code_edit decoded 3-20 % faster in six runs side by side (each prompt both ways), outputs identical
+    # a greedy pass over at least 3 rows (``screened_head.SCREEN_FROM_ROWS``) without logits processors, scores or
+    # logits returned chooses each row's token through the output layer screened in bfloat16 (exact;
+    # ``integration/screened_head.py``) where the loop serves it (a CPU with bfloat16 dot products, an output layer
+    # of at least 64M weights). On: Gemma 3 270M's code_edit decoded 3-20 % faster in six runs side by side (each
+    # prompt both ways), outputs identical
     # ("The output layer screened in bfloat16" in ``benchmarks/recorded/README.md``)
     screened_head: bool = True
     # a request's first draft chosen under what earlier requests' first drafts showed (``request_start``; the
