@@ -27,18 +27,21 @@ def fp32_argmax(rows, weight):
     return (rows.double() @ weight.double().T).argmax(dim=1)  # no fp32 near-tie in these rows: the same choice
 
 
-@pytest.mark.parametrize("seed", range(5))
-def test_choices_are_the_fp32_argmax_where_bfloat16_alone_picks_wrong(seed):
+def twinned(seed, n_rows):
+    """``(weight, rows)``: every row's best token given a twin of a lower id whose logit is 1e-3 below: rounded to
+    bfloat16 (2^-8 relative) the two weight rows are one, the logits tie, and bfloat16's argmax takes the twin."""
     g = torch.Generator().manual_seed(seed)
     weight = torch.randn((3000, 48), generator=g) * 0.05
-    rows = torch.randn((40, 48), generator=g) * 30
-    # every row's best token given a twin of a lower id whose logit is 1e-3 below: rounded to bfloat16 (2^-8
-    # relative) the two weight rows are one, the logits tie, and bfloat16's argmax takes the twin
+    rows = torch.randn((n_rows, 48), generator=g) * 30
     best = fp32_argmax(rows, weight)
     for i, tok in enumerate(best.tolist()):
-        twin = (tok - 1 - i) % weight.shape[0]
-        direction = rows[i] / rows[i].norm() ** 2
-        weight[twin] = weight[tok] - 1e-3 * direction
+        weight[(tok - 1 - i) % weight.shape[0]] = weight[tok] - 1e-3 * rows[i] / rows[i].norm() ** 2
+    return weight, rows
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_choices_are_the_fp32_argmax_where_bfloat16_alone_picks_wrong(seed):
+    weight, rows = twinned(seed, 40)
     screen = ScreenedHead(linear(weight))
     want = fp32_argmax(rows, weight)
     low = torch.nn.functional.linear(rows.bfloat16(), weight.bfloat16()).float().argmax(dim=1)
@@ -78,12 +81,8 @@ def test_hesitant_rows_are_scored_by_their_candidates_in_blocks_not_by_the_whole
 def test_a_draft_leaves_greedy_acceptance_exact_whatever_it_holds(seed):
     # drafts that hold for a while then fail, on rows built with near-tie twins (bfloat16 alone picks wrong):
     # the tokens greedy acceptance keeps from the screened choices are those it keeps from the fp32 argmax
-    g = torch.Generator().manual_seed(seed)
-    weight = torch.randn((3000, 48), generator=g) * 0.05
-    rows = torch.randn((12, 48), generator=g) * 30
-    best = fp32_argmax(rows, weight)
-    for i, tok in enumerate(best.tolist()):
-        weight[(tok - 1 - i) % weight.shape[0]] = weight[tok] - 1e-3 * rows[i] / rows[i].norm() ** 2
+    weight, rows = twinned(seed, 12)
+    g = torch.Generator().manual_seed(100 + seed)
     want = fp32_argmax(rows, weight)
     screen = ScreenedHead(linear(weight))
     for held in range(12):
