@@ -12,8 +12,9 @@ pass over ``rows >= SCREEN_FROM_ROWS`` rows, ``ScreenedHead`` replaces the outpu
 
 Told the pass's draft, it scores no row after the first whose draft token is not among its candidates: that row's
 draft token is certainly rejected, so greedy acceptance reads no row after it (``acceptance.accept_choices``), and
-those rows' choices are their bfloat16 best, not exact. They are the rows that cost most to score: conditioned on
-a rejected token, the model hesitates (hundreds of candidates a row, a flat one the whole fp32 product).
+those rows' choices are their bfloat16 best, not exact. A safeguard: conditioned on a rejected token the model may
+hesitate, and a flat row would take the whole fp32 product; on Gemma 3 270M's code_edit, qa and repetitive none
+did, and the cut left 9-27 % of the candidates unscored, about a millisecond a suite (session 41).
 
 Every token j left out has ``x . W_j <= s_j + B < max(s) - B <= x . W_a`` (a: the bfloat16 argmax), so it
 cannot be the fp32 argmax: the choice is the fp32 argmax, only the rounding of its fp32 sum taken in another
