@@ -235,8 +235,9 @@ def cut_after_certain_rejection(at, token, draft, best, choices):
     if k == 0:
         return at, token
     checked = at < k
+    row, candidate = at[checked], token[checked]
     held = torch.zeros(k, dtype=torch.bool)
-    held[at[checked][token[checked] == draft[at[checked]]]] = True  # rows whose draft token is a candidate
+    held[row[candidate == draft[row]]] = True  # rows whose draft token is a candidate
     if bool(held.all()):
         return at, token
     first = int((~held).nonzero()[0])

@@ -11,6 +11,7 @@ from draftless.integration import SpeculativeGenerator, calibration, pass_timing
 from draftless.integration.acceptance import accept_choices
 from draftless.integration.screened_head import MAX_CANDIDATES, ScreenedHead, error_bound
 from draftless.lookup import AdaptiveConfig
+from draftless.lookup.occurrence import agreement
 
 from proposers import OracleProposer, PartlyWrongProposer, WrongProposer
 from tiny_models import repetitive_prompt, tiny_model
@@ -92,13 +93,8 @@ def test_a_draft_leaves_greedy_acceptance_exact_whatever_it_holds(seed):
         got = screen.argmax(rows, draft=draft)
         n, tokens, _ = accept_choices(got, draft)
         want_n, want_tokens, _ = accept_choices(want, draft)
-        assert (n, tokens.tolist()) == (want_n, want_tokens.tolist()) and n == int(agreement(draft, want))
-        cut = n if n < 11 else 11
-        assert torch.equal(got[: cut + 1], want[: cut + 1])  # exact up to the row where the draft fails
-
-
-def agreement(draft, want):
-    return (draft == want[: draft.shape[0]]).long().cumprod(0).sum()
+        assert (n, tokens.tolist()) == (want_n, want_tokens.tolist()) and n == agreement(draft.numpy(), want.numpy())
+        assert torch.equal(got[: n + 1], want[: n + 1])  # exact up to the row where the draft fails
 
 
 def test_rows_after_a_certainly_rejected_draft_token_are_not_scored(monkeypatch):
