@@ -7,18 +7,23 @@
 - ``forms``: plans raced in MKL's two operand orders alone (before session 36) against plans raced with oneDNN's
   matmul as a third form (``linear_plan.forms_for``), then passes under each, every length warmed up, the best
   of ``--rounds`` interleaved rounds kept, and the seconds each race took.
+- ``wide``: plans whose wide row counts (16, 32, 64) take the form fastest at that row count alone (before
+  session 43) against the form fastest summed over both edges of the range each serves (9-16, 17-32, 33-64;
+  ``linear_plan.wide_edges``), then passes under each as for ``forms``, and the seconds each race took.
 - ``curve``: the curve as the library measures it (``MEASURED_KS`` timed in ``--rounds`` rounds after warming
   the two ends, the other lengths filled in) against every length warmed up and the best of five rounds kept,
   and the seconds each took.
 
     python -m benchmarks.calibration_evidence plans --model gemma-3-270m
     python -m benchmarks.calibration_evidence forms --model gemma-3-270m --rounds 7
+    python -m benchmarks.calibration_evidence wide --model smollm2-135m-instruct --rounds 3
     python -m benchmarks.calibration_evidence curve --model gemma-3-270m --rounds 1
 
 Nothing is read from or written to the calibration cache but the linear layers' plans the curve is timed under.
 """
 
 import argparse
+import contextlib
 import sys
 import time
 
@@ -30,6 +35,7 @@ from draftless.integration.attention import grouped_query_sdpa
 
 PLAN_KS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 15, 16, 31, 63)
 FORM_KS = (0, 1, 2, 3, 4, 7, 8, 15, 16, 23, 31, 32, 47, 63)
+WIDE_KS = (0, 8, 9, 10, 12, 14, 15, 16, 20, 24, 31, 32, 40, 48, 56, 63)
 
 
 def plans_over(model, nbytes, repeats=2, forms=None):  # as the library times them
@@ -95,6 +101,38 @@ def compare_forms(model, rounds):
     return lines
 
 
+@contextlib.contextmanager
+def upper_edge_only():
+    """Within the block, each wide row count's form is raced at that row count alone (the rule before session 43)."""
+    both = linear_plan.wide_edges
+    linear_plan.wide_edges = lambda max_rows, wide_rows: [(r, r) for r in wide_rows if r > max_rows]
+    try:
+        yield
+    finally:
+        linear_plan.wide_edges = both
+
+
+def compare_wide(model, rounds):
+    """Passes under plans whose wide forms were chosen at their upper edge alone and over both edges."""
+    probe = linear_plan.probe_bytes(model.device)
+    with upper_edge_only():
+        upper, upper_s = plans_over(model, probe)
+    both, both_s = plans_over(model, probe)
+    best = passes_under(model, {"upper": upper, "both": both}, WIDE_KS, rounds)
+    names = {linear_plan.PLAIN: "plain", linear_plan.TRANSPOSED: "transposed", linear_plan.ONEDNN: "oneDNN"}
+    lines = [f"plans, wide forms at the upper edge: {upper_s:.2f} s; over both edges: {both_s:.2f} s", "",
+             "| weight shape | 16, 32, 64 rows, upper edge | over both edges |", "|---|---|---|"]
+    wide = {shape: plan.wide for shape, plan in upper.by_shape}
+    for shape, plan in both.by_shape:
+        before = ", ".join(names[f] for _, f in wide.get(shape, ())) or "plain (no plan)"
+        lines.append(f"| {shape[0]} x {shape[1]} | {before} | {', '.join(names[f] for _, f in plan.wide)} |")
+    lines += ["", "| k | pass, upper edge (ms) | pass, both edges (ms) | ratio |", "|---|---|---|---|"]
+    for k in WIDE_KS:
+        a, b = best["upper", k], best["both", k]
+        lines.append(f"| {k} | {1e3 * a:.1f} | {1e3 * b:.1f} | {b / a:.3f} |")
+    return lines
+
+
 @torch.no_grad()
 def compare_curves(model, rounds):
     """The library's curve in ``rounds`` rounds against every length warmed up and the best of five."""
@@ -123,13 +161,13 @@ def compare_curves(model, rounds):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks.calibration_evidence",
                                      description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("plans", "forms", "curve"))
+    parser.add_argument("what", choices=("plans", "forms", "wide", "curve"))
     parser.add_argument("--model", default="gemma-3-270m")
     parser.add_argument("--probe-mib", type=int, default=64, help="plans: MiB of weights a shape is timed over")
     parser.add_argument("--rounds", type=int, default=None,
-                        help="curve: timed rounds after warming the ends (1); forms: rounds of passes kept (7)")
+                        help="curve: timed rounds after warming the ends (1); forms, wide: rounds of passes kept (7)")
     args = parser.parse_args(argv)
-    rounds = args.rounds if args.rounds is not None else (7 if args.what == "forms" else 1)
+    rounds = args.rounds if args.rounds is not None else (7 if args.what in ("forms", "wide") else 1)
     if args.probe_mib < 1 or rounds < 1:
         parser.error("--probe-mib and --rounds must be at least 1")
     model, _ = load_model(args.model)
@@ -137,6 +175,8 @@ def main(argv=None):
         lines = compare_plans(model, args.probe_mib)
     elif args.what == "forms":
         lines = compare_forms(model, rounds)
+    elif args.what == "wide":
+        lines = compare_wide(model, rounds)
     else:
         lines = compare_curves(model, rounds)
     sys.stdout.write("\n".join(lines) + "\n")

@@ -30,7 +30,8 @@ from tqdm import tqdm
 
 from draftless.integration import linear_plan, load_model, weight_probe
 
-ROWS = tuple(range(1, linear_plan.MAX_PADDED_ROWS + 1)) + linear_plan.WIDE_ROWS
+# 1 to 8 rows, then both edges of each wide range (9 and 16, 17 and 32, 33 and 64), where plans choose
+ROWS = tuple(linear_plan._row_counts(linear_plan.MAX_PADDED_ROWS, linear_plan.WIDE_ROWS))
 
 
 def parse_setting(text):
@@ -117,7 +118,7 @@ def compare(model, settings, trials, truth_mib=128, truth_rounds=5, progress=Non
     table = {shape: {rf: min(before[shape][rf], after[shape][rf]) for rf in before[shape]} for shape in before}
     fastest_rows = fastest_cost(table)
     fastest = sum(fastest_rows)
-    narrow = len(ROWS) - len(linear_plan.WIDE_ROWS)
+    narrow = linear_plan.MAX_PADDED_ROWS  # the padded row counts come first in ROWS
     drift = sum(map(sum, (t.values() for t in after.values()))) / sum(map(sum, (t.values() for t in before.values())))
     lines = [f"careful timings over {truth_mib} MiB, best of {truth_rounds}: the fastest plans' linear layers "
              f"{1e3 * fastest:.1f} ms summed over {len(ROWS)} row counts; the careful timings after the "

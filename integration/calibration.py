@@ -50,8 +50,9 @@ MEASURED_KS = (0, 1, 2, 3, 4, 7, 15, 31, 63)
 # bumped when the loop's pass changes but the linear layers' plans stand: 2, the reserved KV cache and grouped
 # key/value heads attended as they are; 3, a longer pass may cost less (kept as measured); 4, the output layer's
 # time within each pass kept too (``CostCurve.head``: passes that compute it in stages); 5, the output layer screened
-# in bfloat16 where a greedy run would screen it (``screened_head``); 6, screened from 3 rows, not 9
-CURVE_VERSION = 6
+# in bfloat16 where a greedy run would screen it (``screened_head``); 6, screened from 3 rows, not 9; 7, timed
+# under plans measured again (``PLANS_KIND`` v2: wide forms chosen over both edges of their range)
+CURVE_VERSION = 7
 
 
 @torch.no_grad()
@@ -138,6 +139,9 @@ def slower_than_longer(seconds):
 _MEMO = {}  # cache file -> decoded value: one disk read per process
 # what ``calibrate``'s ``progress`` is told is being measured
 STAGES = ("linear-layer plans", "cost curve", "pass-length check")
+# the plans' cache name; v2 (session 43): wide row counts timed at both edges of the range each serves, so that
+# plans cached before are measured again
+PLANS_KIND = "linear-plans-v2"
 
 
 def cache_file(model, kind):
@@ -187,7 +191,7 @@ def _stage(progress, stage):
 
 def cached_linear_plans(model, progress=None):
     """The linear layers' ``LinearPlans`` for this model/device/dtype/threads, measured on first use."""
-    return _cached(model, "linear-plans", lambda: measure_linear_plans(model, progress=_stage(progress, STAGES[0])),
+    return _cached(model, PLANS_KIND, lambda: measure_linear_plans(model, progress=_stage(progress, STAGES[0])),
                    LinearPlans.to_json, LinearPlans.from_json)
 
 
@@ -262,7 +266,7 @@ def calibrated(model, ks=DEFAULT_KS, max_draft=pass_check.MAX_DRAFT):
     off the CPU, the exact pass lengths up to ``max_draft``. A caller that shows the first calibration's
     progress asks this first, then ``calibrate``s."""
     check_max_draft(max_draft)
-    parts = [(cache_file(model, "linear-plans"), LinearPlans.from_json), (cache_file(model, cost_kind(tuple(ks))),
+    parts = [(cache_file(model, PLANS_KIND), LinearPlans.from_json), (cache_file(model, cost_kind(tuple(ks))),
                                                                        _curve_decoder(tuple(ks)))]
     if checks_pass_lengths(model):
         parts.append((cache_file(model, _inexact_kind(max_draft)), _inexact_decoder(max_draft)))

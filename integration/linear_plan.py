@@ -11,8 +11,8 @@ matrix-vector products. Gemma 3 270M's output layer (262k x 640) takes 63 ms for
 107 and 107 ms on Gemma with the output layer planned alone, 48, 49, 62 and 76 ms with every layer planned
 (SmolLM2: 55, 78, 86, 86 -> 33, 35, 44, 50 ms).
 
-``measure_linear_plans`` times, per weight shape, both orders at 1..8 rows (and at 16, 32 and 64 rows, the
-form only), and oneDNN's matmul (``onednn_product``) from ``ONEDNN_FROM_ROWS`` rows where it runs, over layers of
+``measure_linear_plans`` times, per weight shape, both orders at 1..8 rows (and at both edges of the ranges
+9-16, 17-32 and 33-64, the form only, which serves the whole range), and oneDNN's matmul (``onednn_product``) from ``ONEDNN_FROM_ROWS`` rows where it runs, over layers of
 that shape in turn, as a pass streams them, until twice the last-level cache has streamed (``probe_bytes``; a
 layer larger than that, an output layer, over a slice of its rows), so that no weight sits warm in cache; best
 of two rounds after the shape's first product (a first product runs up to 2.7x slow, the rest within 5 %),
@@ -51,7 +51,13 @@ from .weight_probe import part_bytes, probe_bytes, probe_parts
 # made Gemma 3 270M's whole passes slower (2-4 rows: 5-50 %), and so did 2-4 rows padded up to its 8 (6-36 %);
 # from 5 rows they ran faster (5-8 rows: 10-43 %; session 36, "oneDNN products" in the recorded README)
 ONEDNN_FROM_ROWS = 5
-WIDE_ROWS = (16, 32, 64)  # row counts above MAX_PADDED_ROWS: the form measured at the next one up is used
+# row counts above MAX_PADDED_ROWS: each serves the rows from the one below it, exclusive, up to itself (the last
+# also any more), in the form fastest summed over both edges of that range (``wide_edges``). Timed at its upper
+# edge alone, the range took whatever the BLAS does at exactly 16, 32 or 64 rows: on a 2-core Xeon with AMX, MKL's
+# plain product of SmolLM2-135M's output layer takes 5.9 ms at 16 rows and 8.4-12.8 ms at 9-13 (oneDNN's 4.8-5.6),
+# and Gemma 3 270M's 262k-row one 69 ms at 16 against 123-207 ms at 9-15 (oneDNN's 52-60): the plain form chosen
+# at 16 served 9-15 rows at 1.4-3.7x the time (session 43, "Wide row counts timed at both edges")
+WIDE_ROWS = (16, 32, 64)
 CLEAR_GAIN = 0.9  # change the plain product only for a tenth of its time, so timing noise changes nothing
 # above MAX_PADDED_ROWS, where products are long and their timings steadier, for a twentieth: at a tenth, the
 # plain product was kept where oneDNN's was 5-7 % faster under careful timings (SmolLM2-135M's 576-wide layers at
@@ -136,8 +142,17 @@ def _product(weight, bias, flat, target, form):
     return out.contiguous()
 
 
+def wide_edges(max_rows, wide_rows):
+    """``[(lowest, highest)]``: the rows each wide row count above ``max_rows`` serves, from one past the row
+    count below it."""
+    uppers = [r for r in wide_rows if r > max_rows]
+    return [(low + 1, high) for low, high in zip([max_rows] + uppers, uppers)]
+
+
 def _row_counts(max_rows, wide_rows):
-    return list(range(1, max_rows + 1)) + [r for r in wide_rows if r > max_rows]
+    """The row counts a shape's forms are timed at: 1 to ``max_rows``, then both edges of each wide range."""
+    wide = sorted({r for edges in wide_edges(max_rows, wide_rows) for r in edges})
+    return list(range(1, max_rows + 1)) + wide
 
 
 def _raced(forms, max_rows, wide_rows):
@@ -220,9 +235,12 @@ def measure_plan(modules, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats
         pad_to.append(best[0])
         chosen.append(best[1])
     wide = []
-    for r in sizes[max_rows:]:
-        best = min((f for f in forms if serves((r, f), r)), key=lambda f: seconds[(r, f)])
-        wide.append((r, best if seconds[(r, best)] < WIDE_CLEAR_GAIN * seconds[(r, PLAIN)] else PLAIN))
+    for low, high in wide_edges(max_rows, wide_rows):  # the form fastest over both edges of the range it serves
+        def summed(f, low=low, high=high):
+            return seconds[(low, f)] + seconds[(high, f)]
+
+        best = min((f for f in forms if serves((low, f), low)), key=summed)
+        wide.append((high, best if summed(best) < WIDE_CLEAR_GAIN * summed(PLAIN) else PLAIN))
     return LinearPlan(tuple(pad_to), tuple(chosen), tuple(wide))
 
 

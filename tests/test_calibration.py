@@ -104,7 +104,7 @@ def test_cache_is_reused_and_keyed_by_dtype_and_threads(cache_dir, monkeypatch):
     calibration._MEMO.clear()
     assert calibration.cached_cost_curve(model) == first and len(calls) == 1  # read back from disk
     assert len(list((cache_dir / "calibration").glob("*-cost-*.json"))) == 1
-    assert len(list((cache_dir / "calibration").glob("*-linear-plans.json"))) == 1
+    assert len(list((cache_dir / "calibration").glob(f"*-{calibration.PLANS_KIND}.json"))) == 1
     assert not list((cache_dir / "calibration").glob(".*"))  # written whole, then renamed: no staging file left
     threads = torch.get_num_threads()
     try:

@@ -37,7 +37,7 @@ def test_calibrate_counts_every_stage_to_its_total_then_measures_nothing(cache_d
     for steps in stages.values():  # done counts 1, 2, ... up to the total announced from the first step
         assert [done for done, _ in steps] == list(range(1, len(steps) + 1))
         assert {total for _, total in steps} == {len(steps)}
-    rows = linear_plan.MAX_PADDED_ROWS + len(linear_plan.WIDE_ROWS)
+    rows = linear_plan.MAX_PADDED_ROWS + 2 * len(linear_plan.WIDE_ROWS)  # both edges of each wide range
     forms = linear_plan.forms_for(model.lm_head.weight)  # oneDNN's too where it runs
     counts = linear_plan._row_counts(linear_plan.MAX_PADDED_ROWS, linear_plan.WIDE_ROWS)
     timed = 2 * rows + (len(forms) > 2) * sum(r >= linear_plan.ONEDNN_FROM_ROWS for r in counts)

@@ -101,8 +101,21 @@ def test_calibration_evidence_compares_both_shortcuts_with_the_long_way(tmp_path
     rows = [line for line in lines if line.startswith("| ") and line[2].isdigit() and line not in shapes]
     assert [int(r.split("|")[1]) for r in rows] == list(calibration_evidence.FORM_KS)
     assert all(float(r.split("|")[4]) > 0 for r in rows)
+    edges = linear_plan.wide_edges
+    lines = calibration_evidence.compare_wide(model, rounds=1)
+    assert linear_plan.wide_edges is edges  # the rule before session 43 stands only while its plans are raced
+    shapes = [line for line in lines if line.startswith("| ") and " x " in line.split("|")[1]]
+    assert len(shapes) >= 1 and all(len(r.split("|")[3].split(",")) == len(linear_plan.WIDE_ROWS) for r in shapes)
+    rows = [line for line in lines if line.startswith("| ") and line[2].isdigit() and line not in shapes]
+    assert [int(r.split("|")[1]) for r in rows] == list(calibration_evidence.WIDE_KS)
+    assert all(float(r.split("|")[4]) > 0 for r in rows)
+    with calibration_evidence.upper_edge_only():
+        assert linear_plan.wide_edges(8, (16, 32)) == [(16, 16), (32, 32)]
+    assert linear_plan.wide_edges(8, (16, 32)) == [(9, 16), (17, 32)]
     with pytest.raises(SystemExit):
         calibration_evidence.main(["curve", "--rounds", "0"])
+    with pytest.raises(SystemExit):
+        calibration_evidence.main(["wide", "--rounds", "0"])
     with pytest.raises(SystemExit):
         calibration_evidence.main(["forms", "--rounds", "0"])
 

@@ -124,9 +124,33 @@ def test_a_plan_times_forms_out_of_the_race_once_and_still_counts_their_rounds(m
     orders = (linear_plan.PLAIN, linear_plan.TRANSPOSED)
     linear_plan.measure_plan(modules, max_rows=3, wide_rows=(8,), repeats=3, tick=lambda: ticks.append(1),
                              forms=orders, parts=(1, 1))  # every timing over the whole probe
-    forms = 2 * 4  # 1..3 rows and 8, both orders
+    forms = 2 * 5  # 1..3 rows, then 4 and 8 (both edges of the wide range 4-8), both orders
     # each form's first product once untimed (a first product runs slow), a round of all, two more of two
     assert len(calls) == len(modules) * (2 + forms + 2 * 2) and calls[:len(modules) + 1] == [(1, 0)] * len(modules) + [(1, 1)]
     assert len(ticks) == forms * 3  # the progress still ends at the total it announced
     with pytest.raises(ValueError, match="repeats"):  # the first timed round is the one that decides the race
         linear_plan.measure_plan(modules, max_rows=3, wide_rows=(8,), repeats=0)
+
+
+def test_a_wide_form_is_chosen_over_both_edges_of_the_rows_it_serves(monkeypatch):
+    """A wide row count serves every row count down to one past the row count below it: its form is the one
+    fastest summed over both edges, not at its own count alone (a BLAS fast at exactly 16 rows and slow at 9-15
+    must not serve 9-15)."""
+    assert linear_plan.wide_edges(8, (16, 32, 64)) == [(9, 16), (17, 32), (33, 64)]
+    assert linear_plan.wide_edges(3, (8,)) == [(4, 8)] and linear_plan.wide_edges(8, (4, 16)) == [(9, 16)]
+    assert linear_plan._row_counts(2, (4, 8)) == [1, 2, 3, 4, 5, 8]
+    plain, transposed = linear_plan.PLAIN, linear_plan.TRANSPOSED
+    fake = {(9, plain): 3.0, (9, transposed): 1.2, (16, plain): 1.0, (16, transposed): 1.05,  # plain fast at 16 only
+            (17, plain): 1.0, (17, transposed): 1.5, (32, plain): 2.0, (32, transposed): 2.1}  # plain at both
+
+    def seconds(probed, x, rows, form):
+        return fake.get((rows, form), 1.0 if form == plain else 2.0)
+
+    monkeypatch.setattr(linear_plan, "time_products", seconds)
+    groups = linear_plan.plain_linears(tiny_model("llama"))
+    plan = linear_plan.measure_plan(groups[next(iter(groups))], wide_rows=(16, 32), forms=(plain, transposed))
+    assert plan.wide == ((16, transposed), (32, plain))
+    assert plan.choice(9) == (9, transposed) and plan.choice(16) == (16, transposed) and plan.choice(20) == (20, plain)
+    fake[(9, transposed)] = 2.9  # summed, 3.95 against 4.0: not a twentieth faster, so plain stays
+    plan = linear_plan.measure_plan(groups[next(iter(groups))], wide_rows=(16, 32), forms=(plain, transposed))
+    assert plan.wide == ((16, plain), (32, plain))
