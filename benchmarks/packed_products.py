@@ -90,7 +90,8 @@ def compare_shape(modules, rows=ROWS, nbytes=None, rounds=3):
         scale_out = float(want.abs().max()) or 1.0
         table[r] = {"plain_ms": best[0] * scale * 1e3, "packed_ms": best[1] * scale * 1e3,
                     "onednn_ms": best[2] * scale * 1e3 if onednn else None,
-                    "ratio": best[1] / min(best[0], best[2] if onednn else best[0]), "identical": bool(torch.equal(got, want)),
+                    "ratio": best[1] / min(best[0], best[2] if onednn else best[0]),
+                    "identical": bool(torch.equal(got, want)),
                     "max_rel_diff": float((got - want).abs().max()) / scale_out}
         del packed
     return table
@@ -125,7 +126,8 @@ def markdown(table):
             dnn = "-" if row["onednn_ms"] is None else f"{row['onednn_ms']:.2f}"
             lines.append(f"| {shape} | {r} | {row['plain_ms']:.2f} | {dnn} | {row['packed_ms']:.2f} | "
                          f"{row['ratio']:.3f} | {same} |")
-    lines += ["", "| rows | linear layers, fastest form, ms | with the packed form raced | ratio |", "|---|---|---|---|"]
+    lines += ["", "| rows | linear layers, fastest form, ms | with the packed form raced | ratio |",
+              "|---|---|---|---|"]
     for r, (without, with_packed) in pass_totals(table).items():
         lines.append(f"| {r} | {without:.2f} | {with_packed:.2f} | {with_packed / without:.3f} |")
     return "\n".join(lines)
