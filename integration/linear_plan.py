@@ -11,17 +11,17 @@ matrix-vector products. Gemma 3 270M's output layer (262k x 640) takes 63 ms for
 107 and 107 ms on Gemma with the output layer planned alone, 48, 49, 62 and 76 ms with every layer planned
 (SmolLM2: 55, 78, 86, 86 -> 33, 35, 44, 50 ms).
 
-``measure_linear_plans`` times, per weight shape, both orders at 1..8 rows (and at both edges of the ranges
-9-16, 17-32 and 33-64, the form only, which serves the whole range), and oneDNN's matmul (``onednn_product``)
-from ``ONEDNN_FROM_ROWS`` rows where it runs, over layers of that shape in turn, as a pass streams them, until
-twice the last-level cache has streamed (``probe_bytes``; a layer larger than that, an output layer, over a
-slice of its rows), so that no weight sits warm in cache; best of two rounds after the shape's first product
-(a first product runs up to 2.7x slow, the rest within 5 %), a form far behind after the first
-(``OUT_OF_RACE``) timed once. Timing every layer instead (Gemma 3 270M's 262k-row output layer whole) chose plans whose passes are no faster and took 12-17 s against 3.3 s for Gemma 3
-270M on a 2-core CPU with a 32 MiB cache ("A calibration of a few seconds" in ``benchmarks/recorded/README.md``);
-two rounds after one product rather than three after a warm-up round, 1.6 s, the passes under them as fast
-("... again"); a first round over parts of the probe, in 60 % of the time, chose slower plans ("... a fourth
-time").
+``measure_linear_plans`` times, per weight shape, both orders at 1..8 rows (and at both edges of the ranges 9-16,
+17-32 and 33-64, the form only, which serves the whole range), and oneDNN's matmul (``onednn_product``) from
+``ONEDNN_FROM_ROWS`` rows where it runs, over layers of that shape in turn, as a pass streams them, until twice
+the last-level cache has streamed (``probe_bytes``; a layer larger than that, an output layer, over a slice of its
+rows), so that no weight sits warm in cache; best of two rounds after the shape's first product (a first product
+runs up to 2.7x slow, the rest within 5 %), a form far behind after the first (``OUT_OF_RACE``) timed once. Timing
+every layer instead (Gemma 3 270M's 262k-row output layer whole) chose plans whose passes are no faster and took
+12-17 s against 3.3 s for Gemma 3 270M on a 2-core CPU with a 32 MiB cache ("A calibration of a few seconds" in
+``benchmarks/recorded/README.md``); two rounds after one product rather than three after a warm-up round, 1.6 s,
+the passes under them as fast ("... again"); a first round over parts of the probe, in 60 % of the time, chose
+slower plans ("... a fourth time").
 
 ``planned_linears`` then pads each call's rows with zeros up to the cheapest row count at or above it,
 multiplies in the cheaper form, and drops the extra rows: the real rows' outputs are those rows' products,
