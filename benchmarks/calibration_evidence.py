@@ -36,6 +36,7 @@ from draftless.integration.attention import grouped_query_sdpa
 PLAN_KS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 15, 16, 31, 63)
 FORM_KS = (0, 1, 2, 3, 4, 7, 8, 15, 16, 23, 31, 32, 47, 63)
 WIDE_KS = (0, 8, 9, 10, 12, 14, 15, 16, 20, 24, 31, 32, 40, 48, 56, 63)
+FORM_NAMES = {linear_plan.PLAIN: "plain", linear_plan.TRANSPOSED: "transposed", linear_plan.ONEDNN: "oneDNN"}
 
 
 def plans_over(model, nbytes, repeats=2, forms=None):  # as the library times them
@@ -87,16 +88,22 @@ def compare_forms(model, rounds):
     two, two_s = plans_over(model, probe, forms=(linear_plan.PLAIN, linear_plan.TRANSPOSED))
     every, every_s = plans_over(model, probe)
     best = passes_under(model, {"two": two, "every": every}, FORM_KS, rounds)
-    names = {linear_plan.PLAIN: "plain", linear_plan.TRANSPOSED: "transposed", linear_plan.ONEDNN: "oneDNN"}
+    names = FORM_NAMES
     lines = [f"plans raced in two forms: {two_s:.2f} s; with oneDNN's too: {every_s:.2f} s "
              f"(oneDNN raced here: {linear_plan.ONEDNN in linear_plan.forms_for(next(model.parameters()))})", "",
              "| weight shape | forms at 1..8 rows (padded to) | 16, 32, 64 rows |", "|---|---|---|"]
     for shape, plan in every.by_shape:
         narrow = ", ".join(f"{names[f]} ({p})" for p, f in zip(plan.pad_to[1:], plan.forms[1:]))
         lines.append(f"| {shape[0]} x {shape[1]} | {narrow} | {', '.join(names[f] for _, f in plan.wide)} |")
-    lines += ["", "| k | pass, two forms (ms) | pass, with oneDNN (ms) | ratio |", "|---|---|---|---|"]
-    for k in FORM_KS:
-        a, b = best["two", k], best["every", k]
+    return lines + pass_table(best, ("two", "every"), FORM_KS, ("two forms", "with oneDNN"))
+
+
+def pass_table(best, names, ks, labels):
+    """Markdown lines: the best pass at each of ``ks`` under the two ``names`` of ``best`` (``passes_under``'s),
+    headed by ``labels``, and their ratio."""
+    lines = ["", f"| k | pass, {labels[0]} (ms) | pass, {labels[1]} (ms) | ratio |", "|---|---|---|---|"]
+    for k in ks:
+        a, b = best[names[0], k], best[names[1], k]
         lines.append(f"| {k} | {1e3 * a:.1f} | {1e3 * b:.1f} | {b / a:.3f} |")
     return lines
 
@@ -119,18 +126,14 @@ def compare_wide(model, rounds):
         upper, upper_s = plans_over(model, probe)
     both, both_s = plans_over(model, probe)
     best = passes_under(model, {"upper": upper, "both": both}, WIDE_KS, rounds)
-    names = {linear_plan.PLAIN: "plain", linear_plan.TRANSPOSED: "transposed", linear_plan.ONEDNN: "oneDNN"}
+    names = FORM_NAMES
     lines = [f"plans, wide forms at the upper edge: {upper_s:.2f} s; over both edges: {both_s:.2f} s", "",
              "| weight shape | 16, 32, 64 rows, upper edge | over both edges |", "|---|---|---|"]
     wide = {shape: plan.wide for shape, plan in upper.by_shape}
     for shape, plan in both.by_shape:
         before = ", ".join(names[f] for _, f in wide.get(shape, ())) or "plain (no plan)"
         lines.append(f"| {shape[0]} x {shape[1]} | {before} | {', '.join(names[f] for _, f in plan.wide)} |")
-    lines += ["", "| k | pass, upper edge (ms) | pass, both edges (ms) | ratio |", "|---|---|---|---|"]
-    for k in WIDE_KS:
-        a, b = best["upper", k], best["both", k]
-        lines.append(f"| {k} | {1e3 * a:.1f} | {1e3 * b:.1f} | {b / a:.3f} |")
-    return lines
+    return lines + pass_table(best, ("upper", "both"), WIDE_KS, ("upper edge", "both edges"))
 
 
 @torch.no_grad()
