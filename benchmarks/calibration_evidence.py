@@ -88,13 +88,12 @@ def compare_forms(model, rounds):
     two, two_s = plans_over(model, probe, forms=(linear_plan.PLAIN, linear_plan.TRANSPOSED))
     every, every_s = plans_over(model, probe)
     best = passes_under(model, {"two": two, "every": every}, FORM_KS, rounds)
-    names = FORM_NAMES
     lines = [f"plans raced in two forms: {two_s:.2f} s; with oneDNN's too: {every_s:.2f} s "
              f"(oneDNN raced here: {linear_plan.ONEDNN in linear_plan.forms_for(next(model.parameters()))})", "",
              "| weight shape | forms at 1..8 rows (padded to) | 16, 32, 64 rows |", "|---|---|---|"]
     for shape, plan in every.by_shape:
-        narrow = ", ".join(f"{names[f]} ({p})" for p, f in zip(plan.pad_to[1:], plan.forms[1:]))
-        lines.append(f"| {shape[0]} x {shape[1]} | {narrow} | {', '.join(names[f] for _, f in plan.wide)} |")
+        narrow = ", ".join(f"{FORM_NAMES[f]} ({p})" for p, f in zip(plan.pad_to[1:], plan.forms[1:]))
+        lines.append(f"| {shape[0]} x {shape[1]} | {narrow} | {', '.join(FORM_NAMES[f] for _, f in plan.wide)} |")
     return lines + pass_table(best, ("two", "every"), FORM_KS, ("two forms", "with oneDNN"))
 
 
@@ -126,13 +125,12 @@ def compare_wide(model, rounds):
         upper, upper_s = plans_over(model, probe)
     both, both_s = plans_over(model, probe)
     best = passes_under(model, {"upper": upper, "both": both}, WIDE_KS, rounds)
-    names = FORM_NAMES
     lines = [f"plans, wide forms at the upper edge: {upper_s:.2f} s; over both edges: {both_s:.2f} s", "",
              "| weight shape | 16, 32, 64 rows, upper edge | over both edges |", "|---|---|---|"]
     wide = {shape: plan.wide for shape, plan in upper.by_shape}
     for shape, plan in both.by_shape:
-        before = ", ".join(names[f] for _, f in wide.get(shape, ())) or "plain (no plan)"
-        lines.append(f"| {shape[0]} x {shape[1]} | {before} | {', '.join(names[f] for _, f in plan.wide)} |")
+        before = ", ".join(FORM_NAMES[f] for _, f in wide.get(shape, ())) or "plain (no plan)"
+        lines.append(f"| {shape[0]} x {shape[1]} | {before} | {', '.join(FORM_NAMES[f] for _, f in plan.wide)} |")
     return lines + pass_table(best, ("upper", "both"), WIDE_KS, ("upper edge", "both edges"))
 
 

@@ -20,6 +20,7 @@ it. Nothing in the library uses it: this measures what it would win before anyth
 """
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -38,12 +39,6 @@ def packed_supported():
     mkl = getattr(torch.ops, "mkl", None)
     return (torch.backends.mkl.is_available() and hasattr(mkl, "_mkl_linear")
             and hasattr(mkl, "_mkl_reorder_linear_weight"))
-
-
-def _timed(run):
-    t0 = time.perf_counter()
-    run()
-    return time.perf_counter() - t0
 
 
 @torch.no_grad()
@@ -66,24 +61,16 @@ def compare_shape(modules, rows=ROWS, nbytes=None, rounds=3):
         x = inputs[r]
         packed = [torch.ops.mkl._mkl_reorder_linear_weight(w, r) for w, _ in probed]
 
-        def plain():
-            for w, b in probed:
-                torch.nn.functional.linear(x, w, b)
-
-        def pack():
+        def pack():  # seconds, as ``linear_plan.time_products`` returns them for the plans' forms
+            t0 = time.perf_counter()
             for (w, b), p in zip(probed, packed):
                 torch.ops.mkl._mkl_linear(x, p, w, b, r)
+            return time.perf_counter() - t0
 
-        def dnn():
-            for w, b in probed:
-                onednn_product(w, b, x)
-
-        runs = (plain, pack, dnn) if onednn else (plain, pack)
-        for run in runs:  # warmed up once each
-            run()
-        best = [float("inf")] * len(runs)
-        for _ in range(rounds):  # interleaved, so that a burst of load lands on one of them only
-            best = [min(b, _timed(run)) for b, run in zip(best, runs)]
+        forms = (linear_plan.PLAIN, linear_plan.ONEDNN) if onednn else (linear_plan.PLAIN,)
+        runs = [functools.partial(linear_plan.time_products, probed, x, r, f) for f in forms]
+        # interleaved after a warm-up round, so that a burst of load lands on one of them only
+        best = linear_plan.fastest_of_rounds([runs[0], pack] + runs[1:], rounds)
         w, b = probed[0]
         want = torch.nn.functional.linear(x, w, b)
         got = torch.ops.mkl._mkl_linear(x, packed[0], w, b, r)
