@@ -34,11 +34,15 @@ from .calibration_key import cpuinfo_field
 from .onednn_product import onednn_product, onednn_supported
 from .staged_head import returned_as_logits
 
-# from this many rows a screened pass ran faster than the planned fp32 product (Gemma 3 270M, 2-core AMD EPYC with
-# AVX-512 BF16): 9 on session 37's host, before the top-16 search; on session 40's, Gemma's passes at 3-10 rows took
-# 0.69-0.99 of the plain ones' time (median of 15 interleaved rounds, two contexts), at 1 and 2 rows the same.
-# See "Hesitant rows, and the screen from 3 rows" in benchmarks/recorded/README.md
-SCREEN_FROM_ROWS = 3
+# a greedy pass over this many rows or more is screened: every pass. 9 on session 37's host (2-core AMD EPYC with
+# AVX-512 BF16), before the top-16 search; 3 from session 40, where Gemma 3 270M's passes at 3-10 rows took
+# 0.69-0.99 of the plain ones' time and at 1 and 2 rows the same (0.966-1.001; median of 15 interleaved rounds, two
+# contexts). On session 44's 2-core Xeon with AMX and a 480 MiB cache, screened 1-row passes took 0.94-0.96 of the
+# plain ones', and a loop that never reads the fp32 weight keeps the bfloat16 copy and the layers (735 MB) apart
+# from it (1.07 GB): from 1 row, Gemma's six suites decoded 0.7-4.8 % faster side by side (code_edit, qa, math,
+# rag, summarization, translation; from 2 rows, no faster). See "Hesitant rows, and the screen from 3 rows" and
+# "The screen from 1 row" in benchmarks/recorded/README.md
+SCREEN_FROM_ROWS = 1
 # a row with more candidates than this (a flat distribution: the calibration's random tokens) takes the fp32 product
 # whole. Real text's rows have 1 to 93 candidates within 2^-6-wide bounds, median 4, but where the model hesitates
 # (an edit's first token, a rejected draft's next rows) 276 to 999 (Gemma 3 270M's code_edit, session 40): their

@@ -117,7 +117,7 @@ class AdaptiveConfig:
     # ``benchmarks/recorded/README.md``): the rows it saves follow drafts that fail early, which the acceptance
     # model cannot tell from drafts that hold
     staged_head: bool = False
-    # a greedy pass over at least 3 rows (``screened_head.SCREEN_FROM_ROWS``) without logits processors, scores or
+    # a greedy pass (from ``screened_head.SCREEN_FROM_ROWS`` rows, 1) without logits processors, scores or
     # logits returned chooses each row's token through the output layer screened in bfloat16 (exact;
     # ``integration/screened_head.py``) where the loop serves it (a CPU with bfloat16 dot products, an output layer
     # of at least 64M weights). On: Gemma 3 270M's code_edit decoded 3-20 % faster in six runs side by side (each

@@ -10,7 +10,7 @@ import torch
 from draftless.integration import SpeculativeGenerator, calibration, pass_timing, screened_head
 from draftless.integration.acceptance import accept_choices
 from draftless.integration.screened_head import MAX_CANDIDATES, ScreenedHead, error_bound
-from draftless.lookup import AdaptiveConfig
+from draftless.lookup import AdaptiveConfig, NullProposer
 from draftless.lookup.occurrence import agreement
 
 from proposers import OracleProposer, PartlyWrongProposer, WrongProposer
@@ -156,14 +156,13 @@ def test_accept_choices_matches_greedy_acceptance():
 
 @pytest.fixture
 def forced_screen(monkeypatch, cache_dir):
-    """Every model screened from one row on, on any host (torch's bfloat16 product where oneDNN has none);
-    the screens built are listed. The curves timed so stay in this test's own cache (``cache_dir``): another
+    """Every model screened, on any host (torch's bfloat16 product where oneDNN has none), from the default
+    ``SCREEN_FROM_ROWS`` (one row: every pass); the screens built are listed. The curves timed so stay in this test's own cache (``cache_dir``): another
     test's tiny model of the same shape would read them, and find no output-layer times in them."""
     built = []
 
     def for_model(cls, model, min_weights=None):
         screen = ScreenedHead(model.get_output_embeddings())
-        screen.from_rows = 1
         calls = screen.argmax
         screen.calls = 0
 
@@ -197,8 +196,10 @@ def test_screened_generation_equals_generate(kind, forced_screen):
     wrong = SpeculativeGenerator(model, proposer=WrongProposer(ref[0].tolist(), vocab, length=12))
     assert torch.equal(wrong.generate(ids, max_new_tokens=40, eos_token_id=None), ref)
     assert wrong.last_stats.passes == 40 - 1  # every pass keeps the target's token alone (the prefill wrote one)
-    runs = (gen, oracle, partly, wrong)
-    assert sum(s.calls for s in forced_screen) >= sum(run.last_stats.passes for run in runs)
+    plain = SpeculativeGenerator(model, proposer=NullProposer())  # 1-row passes: screened too
+    assert torch.equal(plain.generate(ids, max_new_tokens=40, eos_token_id=None), ref)
+    runs = (gen, oracle, partly, wrong, plain)
+    assert sum(s.calls for s in forced_screen) == sum(run.last_stats.passes for run in runs)  # plain steps too
 
 
 @pytest.mark.parametrize("settings", [dict(do_sample=True, top_k=0), dict(repetition_penalty=1.3),
