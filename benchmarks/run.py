@@ -92,7 +92,7 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
     # measured once per model/device/dtype/threads, then read from disk; off the CPU, inexact holds the draft
     # lengths whose pass is not exact there
     with calibration_progress() if progress else contextlib.nullcontext() as tell:
-        curve, _, inexact = calibrate(model, tell)
+        curve, _, inexact = calibrate(model, tell, output_layer=True)  # every plan a method reads, before any run
     calibrate_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     _warm_up(model, tokenizer)

@@ -11,10 +11,7 @@ copied to another directory share a calibration (``calibration_key``). The adapt
 online by the passes the run makes, and learns its shape from them, kept beside it (``learned_shape``).
 """
 
-import functools
-import json
 import logging
-import os
 
 import torch
 
@@ -24,6 +21,7 @@ from draftless.lookup.cost_model import CostCurve
 
 from . import kv_cache, pass_check
 from .attention import grouped_query_sdpa
+from .calibration_cache import _MEMO, cache_file, cached, read_cached, stage_progress
 from .calibration_key import (  # noqa: F401 (names kept importable from here)
     CHECKPOINT_FIELDS, METHOD_VERSION, attention_implementations, calibration_key, processor_identity, timing_config,
 )
@@ -91,7 +89,10 @@ def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=1, progress=No
     clock = HeadClock(model)  # the output layer's share of each pass, for passes that compute it in stages
     best, head = [float("inf")] * len(passes), [None] * len(passes)
     # as the loop runs: each linear layer in its planned form, grouped key/value heads attended as they are
-    with planned_linears(model, cached_linear_plans(model)), grouped_query_sdpa(model), clock.installed():
+    screened = screen is not None and screen.supported  # the output layer's times then the screen's: none kept
+    every = screened and screen.from_rows <= 1  # every pass screened: the output layer's own plan never read
+    with planned_linears(model, cached_linear_plans(model, output_layer=not every)), grouped_query_sdpa(model), \
+            clock.installed():
         for warm in ends:
             warm()
             if tick is not None:
@@ -113,7 +114,6 @@ def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=1, progress=No
             logger.info("timing k = %s again: slower than a longer pass", [measured[i] for i in again])
         for i in again:  # timed again, once: most likely slowed by chance
             time_length(i)
-    screened = screen is not None and screen.supported  # the output layer's times then the screen's: none kept
     known = staging.supported and not screened and all(h is not None and 0 < h < b for h, b in zip(head, best))
     timed = CostCurve(measured, tuple(best), tuple(head) if known else ())
     seconds = tuple(float(timed.at(k)) for k in ks)
@@ -137,63 +137,39 @@ def slower_than_longer(seconds):
     return out[::-1]
 
 
-_MEMO = {}  # cache file -> decoded value: one disk read per process
 # what ``calibrate``'s ``progress`` is told is being measured
-STAGES = ("linear-layer plans", "cost curve", "pass-length check")
+STAGES = ("linear-layer plans", "cost curve", "pass-length check", "output-layer plan")
 # the plans' cache name; v2 (session 43): wide row counts timed at both edges of the range each serves, so that
-# plans cached before are measured again
-PLANS_KIND = "linear-plans-v2"
+# plans cached before are measured again; v3 (session 44): without the output layer's shape where a screen may
+# serve it (``OUTPUT_PLAN_KIND``)
+PLANS_KIND = "linear-plans-v3"
+# where ``ScreenedHead.may_serve`` the model, its output layer's plan is cached apart under this name and measured
+# only for a run that multiplies by it in fp32 (sampling, logits processors, scores; a model whose logits are not
+# the layer's output): a greedy run screens every pass and never does. On session 44's Xeon, whose 480 MiB cache
+# makes the probe 960 MiB, it is 3.9 s of Gemma 3 270M's 5.7 s of plans
+OUTPUT_PLAN_KIND = "output-plan-v1"
 
 
-def cache_file(model, kind):
-    """The file under the cache dir where this model's calibration of ``kind`` is kept (``calibration_key``)."""
-    return cache_root() / "calibration" / f"{calibration_key(model)}-{kind}.json"
+def output_layer_apart(model):
+    """The weight shape of ``model``'s output layer where its plan is kept apart (``OUTPUT_PLAN_KIND``), else
+    None."""
+    return tuple(model.get_output_embeddings().weight.shape) if ScreenedHead.may_serve(model) else None
 
 
-def _read(path, decode, warn=True):
-    """``decode`` of the JSON cached at ``path`` (memoised per process), or None where there is none, it is
-    unreadable or ``decode`` refuses it (returns None)."""
-    if str(path) in _MEMO:
-        return _MEMO[str(path)]
-    if not path.exists():
-        return None
-    try:
-        value = decode(json.loads(path.read_text()))
-    except (ValueError, KeyError, TypeError):
-        if warn:
-            logger.warning("ignoring an unreadable calibration file %s", path)
-        return None
-    if value is not None:
-        _MEMO[str(path)] = value
-    return value
+def cached_linear_plans(model, progress=None, output_layer=True):
+    """The linear layers' ``LinearPlans`` for this model/device/dtype/threads, measured on first use; without
+    ``output_layer``, that of the output layer left out where it is kept apart (``output_layer_apart``)."""
+    apart = output_layer_apart(model)
 
+    def measure(stage, shapes):
+        return lambda: measure_linear_plans(model, progress=stage_progress(progress, stage), shapes=shapes)
 
-def _cached(model, kind, measure, encode, decode):
-    """``decode`` of the cached ``kind`` file for this model/device/dtype/threads, or ``measure()`` stored."""
-    path = cache_file(model, kind)
-    value = _read(path, decode)
-    if value is None:
-        logger.info("measuring %s for this model/device/dtype/threads once (seconds on a small CPU), then "
-                    "caching it in %s", kind, path.parent)
-        value = measure()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        staging = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        staging.write_text(json.dumps(encode(value)))
-        os.replace(staging, path)  # atomic: another process reading the cache never sees half a file
-        logger.info("calibrated %s for %s: %s", kind, path.stem, value)
-        _MEMO[str(path)] = value
-    return value
-
-
-def _stage(progress, stage):
-    """``progress`` told ``stage``: a ``(done, total)`` callback for one measurement, or None."""
-    return None if progress is None else functools.partial(progress, stage)
-
-
-def cached_linear_plans(model, progress=None):
-    """The linear layers' ``LinearPlans`` for this model/device/dtype/threads, measured on first use."""
-    return _cached(model, PLANS_KIND, lambda: measure_linear_plans(model, progress=_stage(progress, STAGES[0])),
-                   LinearPlans.to_json, LinearPlans.from_json)
+    body = cached(model, PLANS_KIND, measure(STAGES[0], lambda shape: shape != apart), LinearPlans.to_json,
+                  LinearPlans.from_json)
+    if apart is None or not output_layer:
+        return body
+    return body.joined(cached(model, OUTPUT_PLAN_KIND, measure(STAGES[3], lambda shape: shape == apart),
+                              LinearPlans.to_json, LinearPlans.from_json))
 
 
 def cost_kind(ks):
@@ -216,10 +192,10 @@ def cached_cost_curve(model, ks=DEFAULT_KS, progress=None):
     ks = tuple(ks)
 
     def measure():
-        cached_linear_plans(model, progress)
-        return measure_cost_curve(model, ks, progress=_stage(progress, STAGES[1]))
+        cached_linear_plans(model, progress, output_layer=False)  # the output layer's where a pass reads it
+        return measure_cost_curve(model, ks, progress=stage_progress(progress, STAGES[1]))
 
-    return _cached(model, cost_kind(ks), measure, curve_json, _curve_decoder(ks))
+    return cached(model, cost_kind(ks), measure, curve_json, _curve_decoder(ks))
 
 
 def curve_json(curve):
@@ -255,23 +231,27 @@ def cached_inexact_drafts(model, max_draft=pass_check.MAX_DRAFT, progress=None):
 
     def measure():
         plans = cached_linear_plans(model, progress)
-        return pass_check.measure_inexact_drafts(model, max_draft, plans=plans, progress=_stage(progress, STAGES[2]))
+        return pass_check.measure_inexact_drafts(model, max_draft, plans=plans,
+                                                 progress=stage_progress(progress, STAGES[2]))
 
-    return _cached(model, _inexact_kind(max_draft), measure, lambda bad: {"inexact": list(bad)},
+    return cached(model, _inexact_kind(max_draft), measure, lambda bad: {"inexact": list(bad)},
                    _inexact_decoder(max_draft))
 
 
-def calibrated(model, ks=DEFAULT_KS, max_draft=pass_check.MAX_DRAFT):
+def calibrated(model, ks=DEFAULT_KS, max_draft=pass_check.MAX_DRAFT, output_layer=False):
     """Whether everything the loop reads for ``model`` is cached (on disk or in this process), so that a
     ``SpeculativeGenerator`` built now measures nothing: the linear layers' plans, the cost curve at ``ks`` and,
-    off the CPU, the exact pass lengths up to ``max_draft``. A caller that shows the first calibration's
-    progress asks this first, then ``calibrate``s."""
+    off the CPU, the exact pass lengths up to ``max_draft``; with ``output_layer``, the output layer's plan kept
+    apart too (``OUTPUT_PLAN_KIND``; a greedy run does not read it, a sampled one does). A caller that shows the
+    first calibration's progress asks this first, then ``calibrate``s."""
     check_max_draft(max_draft)
     parts = [(cache_file(model, PLANS_KIND), LinearPlans.from_json), (cache_file(model, cost_kind(tuple(ks))),
                                                                        _curve_decoder(tuple(ks)))]
+    if output_layer and output_layer_apart(model) is not None:
+        parts.append((cache_file(model, OUTPUT_PLAN_KIND), LinearPlans.from_json))
     if checks_pass_lengths(model):
         parts.append((cache_file(model, _inexact_kind(max_draft)), _inexact_decoder(max_draft)))
-    return all(_read(path, decode, warn=False) is not None for path, decode in parts)
+    return all(read_cached(path, decode, warn=False) is not None for path, decode in parts)
 
 
 def _check_calibration_call(model, progress):
@@ -280,23 +260,25 @@ def _check_calibration_call(model, progress):
     kv_cache.check_model_cache(model)  # the calibration rolls the cache back as the loop does
 
 
-def calibrate(model, progress=None, ks=DEFAULT_KS, max_draft=pass_check.MAX_DRAFT):
-    """Measure and cache what ``calibrated`` finds missing (nothing where everything is cached); returns
-    ``(curve, plans, inexact_drafts)``. ``progress(stage, done, total)``, if given, is called after each timed
-    step of what is measured, ``stage`` one of ``STAGES`` and ``done`` counting to ``total`` within it: a
+def calibrate(model, progress=None, ks=DEFAULT_KS, max_draft=pass_check.MAX_DRAFT, output_layer=False):
+    """Measure and cache what ``calibrated`` finds missing (nothing where everything is cached), ``output_layer``
+    as it takes it; returns ``(curve, plans, inexact_drafts)``. ``progress(stage, done, total)``, if given, is
+    called after each timed step of what is measured, ``stage`` one of ``STAGES`` and ``done`` counting to ``total`` within it: a
     progress bar for the seconds a first calibration takes on a small CPU (the CLI draws one; the
     library itself never prints)."""
     _check_calibration_call(model, progress)
     check_max_draft(max_draft)
-    plans = cached_linear_plans(model, progress)
+    if not isinstance(output_layer, bool):
+        raise TypeError(f"output_layer must be a bool, got {type(output_layer).__name__}")
+    plans = cached_linear_plans(model, progress, output_layer)
     return cached_cost_curve(model, ks, progress), plans, cached_inexact_drafts(model, max_draft, progress)
 
 
 def recalibrate(model, progress=None):
     """Measure this model/device/dtype/threads again, replacing what is cached, the shape learned from earlier
     runs included (``learned_shape``): for plans or a curve measured while the machine was busy or slow
-    (``draftless calibrate``). Returns
-    ``(curve, plans, inexact_drafts)``; ``progress`` as ``calibrate`` takes it."""
+    (``draftless calibrate``), the output layer's plan included (``OUTPUT_PLAN_KIND``). Returns ``(curve, plans,
+    inexact_drafts)``; ``progress`` as ``calibrate`` takes it."""
     _check_calibration_call(model, progress)
     key = calibration_key(model)
     stale = list((cache_root() / "calibration").glob(f"{key}-*.json"))
@@ -305,4 +287,4 @@ def recalibrate(model, progress=None):
     for memo in [m for m in _MEMO if key in m]:
         del _MEMO[memo]
     logger.info("recalibrating %s: %d cached files removed", key, len(stale))
-    return calibrate(model, progress)
+    return calibrate(model, progress, output_layer=True)

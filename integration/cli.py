@@ -62,16 +62,17 @@ def calibration_progress():
             bar.close()
 
 
-def _calibrate_once(model):
+def _calibrate_once(model, output_layer=False):
     """The first run of a model on this machine measures its speed (seconds on a small CPU): with a
-    progress bar, before the completion streams, rather than as a silent pause inside it."""
+    progress bar, before the completion streams, rather than as a silent pause inside it; ``output_layer`` (a
+    sampled run's) the output layer's plan too (``calibration.calibrated``)."""
     from .calibration import calibrate, calibrated
 
-    if not calibrated(model):
+    if not calibrated(model, output_layer=output_layer):
         print("measuring this model's speed on this machine once; later runs read it from the cache",
               file=sys.stderr)
         with calibration_progress() as progress:
-            calibrate(model, progress)
+            calibrate(model, progress, output_layer=output_layer)
 
 
 def _generate(args, parser):
@@ -88,7 +89,8 @@ def _generate(args, parser):
     except (OSError, UnicodeDecodeError) as err:
         parser.error(f"--reference: {err}")
     model, tokenizer = _load(args, parser)
-    _calibrate_once(model)
+    # a sampled run multiplies by the output layer in fp32: its plan measured now, with the rest
+    _calibrate_once(model, output_layer=bool(_sampling(args)) or bool(model.generation_config.do_sample))
     corpus = None
     if references:
         from draftless.lookup import ReferenceCorpus

@@ -269,10 +269,13 @@ def in_the_race(seconds, max_rows):
     return [form for form in seconds if form in racing]
 
 
-def measure_linear_plans(model, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats=2, progress=None):
+def measure_linear_plans(model, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats=2, progress=None,
+                         shapes=None):
     """The ``LinearPlans`` fastest for this model's linear layers on its device and dtype (identity plans left
-    out). ``progress(done, total)``, if given, after each timed product (``step_counter``)."""
-    groups = [(shape, modules, forms_for(modules[0].weight)) for shape, modules in plain_linears(model).items()]
+    out), of the weight shapes ``shapes(shape)`` is true of (every shape where None). ``progress(done, total)``,
+    if given, after each timed product (``step_counter``)."""
+    groups = [(shape, modules, forms_for(modules[0].weight)) for shape, modules in plain_linears(model).items()
+              if shapes is None or shapes(shape)]
     tick = step_counter(progress, sum(len(_raced(forms, max_rows, wide_rows)) for _, _, forms in groups) * repeats)
     plans = ((shape, measure_plan(modules, max_rows, wide_rows, repeats, tick, forms=forms))
              for shape, modules, forms in groups)

@@ -74,6 +74,10 @@ class LinearPlans:
     def get(self, shape):
         return dict(self.by_shape).get(tuple(shape))
 
+    def joined(self, other):
+        """These plans and ``other``'s, of other shapes, as one ``LinearPlans``."""
+        return LinearPlans(tuple(sorted(self.by_shape + other.by_shape)))
+
     @property
     def is_identity(self):
         return all(plan.is_identity for _, plan in self.by_shape)

@@ -122,15 +122,12 @@ class ScreenedHead:
     @classmethod
     def for_model(cls, model, min_weights=None):
         """The ``ScreenedHead`` of ``model`` (one per output layer and weight, kept while the model lives), or None
-        where it cannot pay or serve: off the CPU, not fp32, an output layer that is not a plain bias-free
-        ``nn.Linear``, has fewer than ``min_weights`` (by default ``MIN_WEIGHTS``) weights or non-finite ones, no native bfloat16, or no
-        oneDNN bfloat16 product."""
-        head = model.get_output_embeddings() if callable(getattr(model, "get_output_embeddings", None)) else None
-        if type(head) is not torch.nn.Linear or head.bias is not None or head.weight.device.type != "cpu":
+        where it cannot pay or serve: where not ``may_serve`` (off the CPU, not fp32, an output layer that is not a
+        plain bias-free ``nn.Linear`` or has fewer than ``min_weights`` weights, no native bfloat16), a weight not
+        finite, or no oneDNN bfloat16 product."""
+        if not cls.may_serve(model, min_weights):
             return None
-        least = MIN_WEIGHTS if min_weights is None else min_weights
-        if head.weight.dtype != torch.float32 or head.weight.numel() < least or not native_bf16():
-            return None
+        head = model.get_output_embeddings()
         screen = _SCREENS.get(head)
         if screen is not None and screen._version == (head.weight.data_ptr(), head.weight._version):
             return screen
@@ -141,6 +138,17 @@ class ScreenedHead:
             return None  # no fast bfloat16 product: screening would cost time
         _SCREENS[head] = screen = cls(head, onednn=True, copy=copy)
         return screen
+
+    @staticmethod
+    def may_serve(model, min_weights=None):
+        """Whether ``for_model`` may build a screen for ``model``, by what it checks without copying the weight:
+        a plain bias-free fp32 ``nn.Linear`` output layer on the CPU of at least ``min_weights`` (by default
+        ``MIN_WEIGHTS``) weights, and native bfloat16 (a weight not finite or no oneDNN product still refuse)."""
+        head = model.get_output_embeddings() if callable(getattr(model, "get_output_embeddings", None)) else None
+        if type(head) is not torch.nn.Linear or head.bias is not None or head.weight.device.type != "cpu":
+            return False
+        least = MIN_WEIGHTS if min_weights is None else min_weights
+        return head.weight.dtype == torch.float32 and head.weight.numel() >= least and native_bf16()
 
     @property
     def head(self):

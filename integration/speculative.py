@@ -109,7 +109,6 @@ class SpeculativeGenerator:
         self._use_tokenizer_texts(tokenizer)
         self.corpus = corpus
         self.remember = remember
-        self.linear_plans = cached_linear_plans(model)
         self.last_stats = None
         self._warned_stale = False
         self._lock = threading.Lock()
@@ -171,8 +170,10 @@ class SpeculativeGenerator:
         self.proposer.reset(ids[0].cpu().numpy())
         rows = embedding_rows(self.model)  # the ids a draft may hold
         record_cost = getattr(self.proposer, "record_pass", None)
-        # each linear layer's product in its fastest form; grouped key/value heads attended as they are
-        with planned_linears(self.model, self.linear_plans), grouped_query_sdpa(self.model):
+        # each linear layer's product in its fastest form (the output layer's plan read only where a pass
+        # multiplies by it in fp32, measured on first use); grouped key/value heads attended as they are
+        plans = cached_linear_plans(self.model, output_layer=not verifier.screens(1))
+        with planned_linears(self.model, plans), grouped_query_sdpa(self.model):
             while not done:
                 budget = plan.max_length - ids.shape[1]  # tokens still allowed; one is always the bonus
                 room = positions_left(plan, ids.shape[1])  # the pass feeds the last token, then the draft

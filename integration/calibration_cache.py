@@ -1,0 +1,59 @@
+"""The calibration's disk cache: one JSON file per model/device/dtype/threads (``calibration_key``) and kind of
+measurement under the user cache dir, written atomically, read once per process."""
+
+import functools
+import json
+import logging
+import os
+
+from .calibration_key import calibration_key
+from .models import cache_root
+
+logger = logging.getLogger(__name__)
+
+_MEMO = {}  # cache file -> decoded value: one disk read per process
+
+
+def cache_file(model, kind):
+    """The file under the cache dir where this model's calibration of ``kind`` is kept (``calibration_key``)."""
+    return cache_root() / "calibration" / f"{calibration_key(model)}-{kind}.json"
+
+
+def read_cached(path, decode, warn=True):
+    """``decode`` of the JSON cached at ``path`` (memoised per process), or None where there is none, it is
+    unreadable or ``decode`` refuses it (returns None)."""
+    if str(path) in _MEMO:
+        return _MEMO[str(path)]
+    if not path.exists():
+        return None
+    try:
+        value = decode(json.loads(path.read_text()))
+    except (ValueError, KeyError, TypeError):
+        if warn:
+            logger.warning("ignoring an unreadable calibration file %s", path)
+        return None
+    if value is not None:
+        _MEMO[str(path)] = value
+    return value
+
+
+def cached(model, kind, measure, encode, decode):
+    """``decode`` of the cached ``kind`` file for this model/device/dtype/threads, or ``measure()`` stored."""
+    path = cache_file(model, kind)
+    value = read_cached(path, decode)
+    if value is None:
+        logger.info("measuring %s for this model/device/dtype/threads once (seconds on a small CPU), then "
+                    "caching it in %s", kind, path.parent)
+        value = measure()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staging = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        staging.write_text(json.dumps(encode(value)))
+        os.replace(staging, path)  # atomic: another process reading the cache never sees half a file
+        logger.info("calibrated %s for %s: %s", kind, path.stem, value)
+        _MEMO[str(path)] = value
+    return value
+
+
+def stage_progress(progress, stage):
+    """``progress`` told ``stage``: a ``(done, total)`` callback for one measurement, or None."""
+    return None if progress is None else functools.partial(progress, stage)
