@@ -245,6 +245,7 @@ def calibrated(model, ks=DEFAULT_KS, max_draft=pass_check.MAX_DRAFT, output_laye
     apart too (``OUTPUT_PLAN_KIND``; a greedy run does not read it, a sampled one does). A caller that shows the
     first calibration's progress asks this first, then ``calibrate``s."""
     check_max_draft(max_draft)
+    _check_output_layer(output_layer)
     parts = [(cache_file(model, PLANS_KIND), LinearPlans.from_json), (cache_file(model, cost_kind(tuple(ks))),
                                                                        _curve_decoder(tuple(ks)))]
     if output_layer and output_layer_apart(model) is not None:
@@ -252,6 +253,11 @@ def calibrated(model, ks=DEFAULT_KS, max_draft=pass_check.MAX_DRAFT, output_laye
     if checks_pass_lengths(model):
         parts.append((cache_file(model, _inexact_kind(max_draft)), _inexact_decoder(max_draft)))
     return all(read_cached(path, decode, warn=False) is not None for path, decode in parts)
+
+
+def _check_output_layer(output_layer):
+    if not isinstance(output_layer, bool):
+        raise TypeError(f"output_layer must be a bool, got {type(output_layer).__name__}")
 
 
 def _check_calibration_call(model, progress):
@@ -263,13 +269,12 @@ def _check_calibration_call(model, progress):
 def calibrate(model, progress=None, ks=DEFAULT_KS, max_draft=pass_check.MAX_DRAFT, output_layer=False):
     """Measure and cache what ``calibrated`` finds missing (nothing where everything is cached), ``output_layer``
     as it takes it; returns ``(curve, plans, inexact_drafts)``. ``progress(stage, done, total)``, if given, is
-    called after each timed step of what is measured, ``stage`` one of ``STAGES`` and ``done`` counting to ``total`` within it: a
-    progress bar for the seconds a first calibration takes on a small CPU (the CLI draws one; the
-    library itself never prints)."""
+    called after each timed step of what is measured, ``stage`` one of ``STAGES`` and ``done`` counting to
+    ``total`` within it: a progress bar for the seconds a first calibration takes on a small CPU (the CLI draws
+    one; the library itself never prints)."""
     _check_calibration_call(model, progress)
     check_max_draft(max_draft)
-    if not isinstance(output_layer, bool):
-        raise TypeError(f"output_layer must be a bool, got {type(output_layer).__name__}")
+    _check_output_layer(output_layer)
     plans = cached_linear_plans(model, progress, output_layer)
     return cached_cost_curve(model, ks, progress), plans, cached_inexact_drafts(model, max_draft, progress)
 

@@ -71,6 +71,8 @@ def test_calibrate_measures_it_when_asked(screening_host, cache_dir):
     model = tiny_model("qwen2")
     with pytest.raises(TypeError, match="output_layer"):
         calibration.calibrate(model, output_layer="yes")
+    with pytest.raises(TypeError, match="output_layer"):
+        calibration.calibrated(model, output_layer=1)
     calibration.calibrate(model, output_layer=True)
     assert [output_shape(model)] in screening_host and calibration.calibrated(model, output_layer=True)
     calibration.recalibrate(model)  # ``draftless calibrate``: everything again, the output layer's plan included
