@@ -31,7 +31,7 @@ from tqdm import tqdm
 from draftless.integration import linear_plan, load_model, weight_probe
 
 # 1 to 8 rows, then both edges of each wide range (9 and 16, 17 and 32, 33 and 64), where plans choose
-ROWS = tuple(linear_plan._row_counts(linear_plan.MAX_PADDED_ROWS, linear_plan.WIDE_ROWS))
+ROWS = tuple(linear_plan.row_counts(linear_plan.MAX_PADDED_ROWS, linear_plan.WIDE_ROWS))
 
 
 def parse_setting(text):

@@ -90,7 +90,7 @@ def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=1, progress=No
     best, head = [float("inf")] * len(passes), [None] * len(passes)
     # as the loop runs: each linear layer in its planned form, grouped key/value heads attended as they are
     screened = screen is not None and screen.supported  # the output layer's times then the screen's: none kept
-    every = screened and screen.from_rows <= 1  # every pass screened: the output layer's own plan never read
+    every = screened and screen.screens(1)  # every pass screened: the output layer's own plan never read
     with planned_linears(model, cached_linear_plans(model, output_layer=not every)), grouped_query_sdpa(model), \
             clock.installed():
         for warm in ends:

@@ -149,7 +149,7 @@ def wide_edges(max_rows, wide_rows):
     return [(low + 1, high) for low, high in zip([max_rows] + uppers, uppers)]
 
 
-def _row_counts(max_rows, wide_rows):
+def row_counts(max_rows, wide_rows):
     """The row counts a shape's forms are timed at: 1 to ``max_rows``, then both edges of each wide range."""
     wide = sorted({r for edges in wide_edges(max_rows, wide_rows) for r in edges})
     return list(range(1, max_rows + 1)) + wide
@@ -158,7 +158,7 @@ def _row_counts(max_rows, wide_rows):
 def _raced(forms, max_rows, wide_rows):
     """The ``(rows, form)`` pairs ``measure_plan`` times in each round: every row count in each of ``forms``
     that ``serves`` it."""
-    return [(r, f) for r in _row_counts(max_rows, wide_rows) for f in forms if serves((r, f), r)]
+    return [(r, f) for r in row_counts(max_rows, wide_rows) for f in forms if serves((r, f), r)]
 
 
 def forms_for(weight):
@@ -167,12 +167,12 @@ def forms_for(weight):
     return (PLAIN, TRANSPOSED, ONEDNN) if onednn_supported(weight) else (PLAIN, TRANSPOSED)
 
 
-def row_inputs(weight, row_counts):
+def row_inputs(weight, counts):
     """``{rows: input}``: random rows (seeded, so every race multiplies the same) shaped, typed and placed for a
-    product with ``weight``, one input per row count."""
+    product with ``weight``, one input per row count of ``counts``."""
     g = torch.Generator().manual_seed(0)
     return {r: torch.randn((r, weight.shape[1]), generator=g).to(device=weight.device, dtype=weight.dtype)
-            for r in row_counts}
+            for r in counts}
 
 
 def time_products(probed, x, rows, form):
@@ -206,7 +206,7 @@ def measure_plan(modules, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats
     first_cut = probe_parts(modules, nbytes, parts[0])
     later_cut = first_cut if parts[1] == parts[0] else probe_parts(modules, nbytes, parts[1])
     turn = itertools.count()
-    sizes = _row_counts(max_rows, wide_rows)
+    sizes = row_counts(max_rows, wide_rows)
     inputs = row_inputs(weight, sizes)
 
     def timed(rows, form, cut):  # seconds per byte of weights: the parts of two cuts differ in bytes

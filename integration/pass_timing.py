@@ -60,7 +60,7 @@ def pass_timers(model, ks, context=256, staging=None, screen=None):
     kv_cache.start_recording(cache)
     inputs = [torch.randint(0, vocab, (1, k + 1), generator=g).to(model.device) for k in ks]
     return [functools.partial(time_pass, model, cache, ids, context,
-                              screen if screen is not None and ids.shape[1] >= screen.from_rows else None)
+                              screen if screen is not None and screen.screens(ids.shape[1]) else None)
             for ids in inputs]
 
 

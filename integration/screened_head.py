@@ -150,6 +150,11 @@ class ScreenedHead:
         least = MIN_WEIGHTS if min_weights is None else min_weights
         return head.weight.dtype == torch.float32 and head.weight.numel() >= least and native_bf16()
 
+    def screens(self, rows):
+        """Whether a greedy pass over ``rows`` rows is screened: the model's logits are the layer's output (checked
+        at the prefill) and ``rows`` reaches ``from_rows``."""
+        return self.supported and rows >= self.from_rows
+
     @property
     def head(self):
         """The output layer screened."""

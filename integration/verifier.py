@@ -70,7 +70,7 @@ class Verifier:
     def screens(self, rows):
         """Whether a pass over ``rows`` rows is screened (``ScreenedHead``): ``forward`` then returns the target's
         token per row, not logits."""
-        return self.screen is not None and self.screen.supported and rows >= self.screen.from_rows
+        return self.screen is not None and self.screen.screens(rows)
 
     def forward(self, last_token, draft, first_rows=None):
         """Logits (1 + len(draft), vocab): row i scores the token after ``[last_token] + draft[:i]``; with

@@ -39,7 +39,7 @@ def test_calibrate_counts_every_stage_to_its_total_then_measures_nothing(cache_d
         assert {total for _, total in steps} == {len(steps)}
     rows = linear_plan.MAX_PADDED_ROWS + 2 * len(linear_plan.WIDE_ROWS)  # both edges of each wide range
     forms = linear_plan.forms_for(model.lm_head.weight)  # oneDNN's too where it runs
-    counts = linear_plan._row_counts(linear_plan.MAX_PADDED_ROWS, linear_plan.WIDE_ROWS)
+    counts = linear_plan.row_counts(linear_plan.MAX_PADDED_ROWS, linear_plan.WIDE_ROWS)
     timed = 2 * rows + (len(forms) > 2) * sum(r >= linear_plan.ONEDNN_FROM_ROWS for r in counts)
     assert len(linear_plan._raced(forms, linear_plan.MAX_PADDED_ROWS, linear_plan.WIDE_ROWS)) == timed
     assert len(stages["linear-layer plans"]) == len(linear_plan.plain_linears(model)) * timed * 2

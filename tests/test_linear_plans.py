@@ -138,7 +138,7 @@ def test_a_wide_form_is_chosen_over_both_edges_of_the_rows_it_serves(monkeypatch
     must not serve 9-15)."""
     assert linear_plan.wide_edges(8, (16, 32, 64)) == [(9, 16), (17, 32), (33, 64)]
     assert linear_plan.wide_edges(3, (8,)) == [(4, 8)] and linear_plan.wide_edges(8, (4, 16)) == [(9, 16)]
-    assert linear_plan._row_counts(2, (4, 8)) == [1, 2, 3, 4, 5, 8]
+    assert linear_plan.row_counts(2, (4, 8)) == [1, 2, 3, 4, 5, 8]
     plain, transposed = linear_plan.PLAIN, linear_plan.TRANSPOSED
     fake = {(9, plain): 3.0, (9, transposed): 1.2, (16, plain): 1.0, (16, transposed): 1.05,  # plain fast at 16 only
             (17, plain): 1.0, (17, transposed): 1.5, (32, plain): 2.0, (32, transposed): 2.1}  # plain at both

@@ -157,8 +157,9 @@ def test_accept_choices_matches_greedy_acceptance():
 @pytest.fixture
 def forced_screen(monkeypatch, cache_dir):
     """Every model screened, on any host (torch's bfloat16 product where oneDNN has none), from the default
-    ``SCREEN_FROM_ROWS`` (one row: every pass); the screens built are listed. The curves timed so stay in this test's own cache (``cache_dir``): another
-    test's tiny model of the same shape would read them, and find no output-layer times in them."""
+    ``SCREEN_FROM_ROWS`` (one row: every pass); the screens built are listed. The curves timed so stay in this
+    test's own cache (``cache_dir``): another test's tiny model of the same shape would read them, and find no
+    output-layer times in them."""
     built = []
 
     def for_model(cls, model, min_weights=None):
