@@ -50,8 +50,9 @@ MEASURED_KS = (0, 1, 2, 3, 4, 7, 15, 31, 63)
 # time within each pass kept too (``CostCurve.head``: passes that compute it in stages); 5, the output layer screened
 # in bfloat16 where a greedy run would screen it (``screened_head``); 6, screened from 3 rows, not 9; 7, timed
 # under plans measured again (``PLANS_KIND`` v2: wide forms chosen over both edges of their range); 8, screened
-# from 1 row, not 3
-CURVE_VERSION = 8
+# from 1 row, not 3; 9, the screen's candidates found in one pass over each row (``screen_candidates``), not by
+# ``torch.topk``
+CURVE_VERSION = 9
 
 
 @torch.no_grad()

@@ -8,7 +8,8 @@ pass over ``rows >= SCREEN_FROM_ROWS`` rows, ``ScreenedHead`` replaces the outpu
 
 1. ``s = bf16(x) @ bf16(W).T`` through oneDNN (bfloat16 operands, fp32 sums, a bfloat16 result);
 2. a bound ``B`` per row on ``|s_j - x . W_j|`` for every token j (``error_bound``);
-3. the candidates ``s_j >= max(s) - 2B``, each scored in fp32, the highest taken (the lowest id on a tie).
+3. the candidates ``s_j >= max(s) - 2B``, found in one pass over each row (``screen_candidates``), each scored in
+   fp32, the highest taken (the lowest id on a tie).
 
 Told the pass's draft, it scores no row after the first whose draft token is not among its candidates: that row's
 draft token is certainly rejected, so greedy acceptance reads no row after it (``acceptance.accept_choices``), and
@@ -32,6 +33,7 @@ import torch
 
 from .calibration_key import cpuinfo_field
 from .onednn_product import onednn_product, onednn_supported
+from .screen_candidates import candidates
 from .staged_head import returned_as_logits
 
 # a greedy pass over this many rows or more is screened: every pass. 9 on session 37's host (2-core AMD EPYC with
@@ -52,9 +54,6 @@ MAX_CANDIDATES = 4096
 # candidates are scored in fp32 this many at a time, their gathered rows (2 x 4096 x 640 fp32 for Gemma: 21 MB) the
 # only temporary the size of the candidates, whatever the pass's rows
 CANDIDATE_BLOCK = 4096
-# each row's candidates are looked for among its top tokens first (``torch.topk``: half the time of a comparison
-# over every token and its ``nonzero``), among all only where every one of them is a candidate
-TOP_CANDIDATES = 16
 # output layers with fewer weights are never screened: SmolLM2-135M's (49,152 x 576, 28M) decoded its code_edit 9 %
 # slower screened, the bookkeeping outweighing a product that small; Gemma 3 270M's (168M) 3-20 % faster
 MIN_WEIGHTS = 64 << 20
@@ -212,30 +211,19 @@ class ScreenedHead:
             return torch.nn.functional.linear(rows, self.weight).argmax(dim=-1)
         low16 = rows.to(torch.bfloat16)
         low = onednn_product(self.low, None, low16) if self.onednn else torch.nn.functional.linear(low16, self.low)
-        bound = error_bound(rows, self.norms, rows.shape[1])
-        top, where = torch.topk(low, min(TOP_CANDIDATES, low.shape[1]), dim=1)  # each row's best, descending
-        threshold = (top[:, 0].double() - (0 if timing else 2) * bound).float()
-        threshold = torch.nextafter(threshold, torch.full_like(threshold, -float("inf")))  # rounded down
-        inside = top >= threshold[:, None]
-        at, slot = inside.nonzero(as_tuple=True)
-        token = where[at, slot]
-        more = inside[:, -1] if low.shape[1] > top.shape[1] else torch.zeros_like(inside[:, -1])
-        if bool(more.any()):  # a row whose every top token is a candidate: its candidates found among all
-            over = more.nonzero().flatten()
-            row, col = (low[over] >= threshold[over, None]).nonzero(as_tuple=True)
-            keep = ~more[at]
-            at, token = torch.cat([at[keep], over[row]]), torch.cat([token[keep], col])
+        slack = error_bound(rows, self.norms, rows.shape[1]) * (0 if timing else 2)
+        listed, counts, best = candidates(low, slack, MAX_CANDIDATES)  # best: each row's bfloat16 best
+        flat = counts > MAX_CANDIDATES
+        counts[flat] = 0  # a flat row's candidates are not listed: it takes the fp32 product whole
         q = rows.shape[0]
+        at = torch.repeat_interleave(torch.arange(q), counts)
+        token = listed[torch.arange(listed.shape[1])[None, :] < counts[:, None]]
         choices = torch.full((q,), self.weight.shape[0], dtype=torch.long)
         if draft is not None:
-            at, token = cut_after_certain_rejection(at, token, draft, where[:, 0], choices)
-        counts = torch.bincount(at, minlength=q)
-        flat = counts > MAX_CANDIDATES
+            at, token = cut_after_certain_rejection(at, token, draft, best, choices, flat)
         if bool(flat.any()):
             wide = flat.nonzero().flatten()
             choices[wide] = torch.nn.functional.linear(rows[wide], self.weight).argmax(dim=-1)
-            keep = ~flat[at]
-            at, token = at[keep], token[keep]
         exact = torch.cat([(rows[a] * self.weight[t]).sum(dim=1)  # split yields one empty block where at is empty
                            for a, t in zip(at.split(CANDIDATE_BLOCK), token.split(CANDIDATE_BLOCK))])
         best = torch.full((q,), -float("inf")).scatter_reduce(0, at, exact, "amax")
@@ -243,21 +231,23 @@ class ScreenedHead:
         return choices.scatter_reduce(0, at[won], token[won], "amin")
 
 
-def cut_after_certain_rejection(at, token, draft, best, choices):
+def cut_after_certain_rejection(at, token, draft, best, choices, flat):
     """The candidates ``(at, token)`` (row, token pairs) of the rows up to the first row i < len(draft) whose
     draft token ``draft[i]`` is none of its candidates; ``choices`` of the rows after it set to ``best`` (their
-    bfloat16 best) in place. Row i's fp32 argmax is one of its candidates, so it differs from ``draft[i]``:
-    greedy acceptance stops at row i at the latest and never reads a later row's choice."""
+    bfloat16 best) and ``flat`` (rows whose candidates are not listed, so never so cut) cleared after it, in
+    place. Row i's fp32 argmax is one of its candidates, so it differs from ``draft[i]``: greedy acceptance
+    stops at row i at the latest and never reads a later row's choice."""
     k = min(int(draft.shape[0]), choices.shape[0])
     if k == 0:
         return at, token
     checked = at < k
     row, candidate = at[checked], token[checked]
-    held = torch.zeros(k, dtype=torch.bool)
+    held = flat[:k].clone()  # a flat row's draft token may be among its candidates
     held[row[candidate == draft[row]]] = True  # rows whose draft token is a candidate
     if bool(held.all()):
         return at, token
     first = int((~held).nonzero()[0])
     choices[first + 1:] = best[first + 1:]
+    flat[first + 1:] = False
     keep = at <= first
     return at[keep], token[keep]

@@ -88,3 +88,35 @@ def frequent_path(stream, length, max_len):
 def ranked_continuations_of(stream, pattern):
     """``ranked_continuations`` for any ``pattern``, not only a suffix of ``stream``."""
     return ranked(followers(stream, occurrence_ends(stream, pattern)))
+
+
+def _fp32(x):
+    """``x`` (a Python float) rounded to the nearest fp32, as a Python float."""
+    import struct
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+def _fp32_step_down(x):
+    """The fp32 just below ``x`` (an fp32 value; -inf stays)."""
+    import struct
+    if x == float("-inf"):
+        return x
+    if x == 0:
+        return -struct.unpack("<f", struct.pack("<I", 1))[0]
+    bits = struct.unpack("<I", struct.pack("<f", x))[0]
+    return struct.unpack("<f", struct.pack("<I", bits - 1 if x > 0 else bits + 1))[0]
+
+
+def screen_candidates(rows, slack, cap):
+    """``(listed, counts, best)`` per row of ``rows`` (lists of bfloat16 values as Python floats): the positions
+    whose value reaches the fp32 step below ``fp32(max - slack)`` (``counts`` ``cap + 1`` where more than ``cap``,
+    ``listed`` then empty), and the first position of the maximum."""
+    listed, counts, best = [], [], []
+    for row, s in zip(rows, slack):
+        top = max(row)
+        threshold = _fp32_step_down(_fp32(top - s))
+        found = [j for j, v in enumerate(row) if v >= threshold]
+        listed.append(found if len(found) <= cap else [])
+        counts.append(len(found) if len(found) <= cap else cap + 1)
+        best.append(row.index(top))
+    return listed, counts, best

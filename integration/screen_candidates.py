@@ -1,0 +1,156 @@
+"""Each row's candidates in a bfloat16 product: the tokens whose score lies within a slack of the row's maximum,
+found in one pass over the row (``ScreenedHead.argmax``).
+
+The kernel reads a bfloat16 score as its raw 16 bits, an ``int16`` ``x``, whose order key
+``x ^ ((x >> 15) & 0x7FFF)`` orders them as their values (negative values' magnitude bits flipped; -0 just
+below +0, NaN beyond the infinities). A row is read in blocks of ``BLOCK`` scores: where the threshold so far
+is not negative (a row of real text: its maximum well above 0), a block's raw maximum, which the compiler
+vectorises, tells whether any of its scores reaches the threshold, and only such a block is read score by
+score. Where the maximum rises the threshold does, so a candidate kept may later fall below it: the row's
+candidates are those kept that reach the final threshold. On Gemma 3 270M's 262,144-token output layer, 33 rows
+take 0.7 ms against ``torch.topk``'s 6.0 ms for each row's top 16 (session 45).
+"""
+
+import numpy as np
+import torch
+from numba import njit
+
+BLOCK = 256  # scores a block: a block below the threshold is skipped after one vectorised maximum
+
+
+def _value_table():
+    """The value of every order key, ``table[key + 32768]`` (fp32; NaN keys as the infinity beside them), so
+    that the table is sorted and ``searchsorted`` finds the first key at or above a value."""
+    raw = np.arange(-32768, 32768, dtype=np.int32)
+    bits = (raw ^ ((raw >> 15) & 0x7FFF)).astype(np.int16).view(np.uint16).astype(np.uint32) << 16  # key's own
+    values = bits.view(np.float32).copy()
+    nan = np.isnan(values)
+    values[nan & (raw < 0)], values[nan & (raw >= 0)] = -np.inf, np.inf
+    return values
+
+
+VALUES = _value_table()
+
+
+@njit(cache=True, inline="always")
+def order_key(x):
+    """The order key of a bfloat16's raw bits ``x`` (see the module doc)."""
+    y = np.int32(x)
+    return y ^ ((y >> 15) & 0x7FFF)
+
+
+@njit(cache=True)
+def threshold_key(values, top, slack):
+    """The lowest order key whose value reaches ``top - slack`` as ``ScreenedHead`` rounds it: the difference in
+    float64 rounded to fp32, then one fp32 step down (``values``: ``VALUES``)."""
+    t = np.nextafter(np.float32(np.float64(top) - slack), np.float32(-np.inf))
+    return np.int32(np.searchsorted(values, t)) - 32768
+
+
+@njit(cache=True)
+def collect(row, start, stop, slack, values, out, count, state):
+    """Scores ``row[start:stop]`` one by one: each at or above the threshold ``state[1]`` appended to ``out``
+    (``count`` held), a new maximum (``state[0]``, its first position ``state[2]``) raising the threshold. Where
+    ``out`` is full, those below the threshold are dropped, and where none is, ``state[3]`` = 1 and the score
+    is lost (the caller reads the row again). Returns the count."""
+    for j in range(start, stop):
+        k = order_key(row[j])
+        if k < state[1]:
+            continue
+        if k > state[0]:
+            state[0], state[2] = k, j
+            state[1] = threshold_key(values, values[k + 32768], slack)
+        if count == out.shape[0]:
+            count = keep_at_or_above(row, out, count, state[1])
+        if count < out.shape[0]:
+            out[count] = j
+            count += 1
+        else:
+            state[3] = 1
+    return count
+
+
+@njit(cache=True)
+def keep_at_or_above(row, out, count, threshold):
+    """Keeps in place, in order, the positions of ``out[:count]`` whose score's key reaches ``threshold``;
+    returns how many."""
+    kept = 0
+    for i in range(count):
+        if order_key(row[out[i]]) >= threshold:
+            out[kept] = out[i]
+            kept += 1
+    return kept
+
+
+@njit(cache=True)
+def first_at_or_above(row, key):
+    """The first position of ``row`` whose order key reaches ``key`` (one must)."""
+    j = 0
+    while order_key(row[j]) < key:
+        j += 1
+    return j
+
+
+@njit(cache=True)
+def row_candidates(row, slack, values, out):
+    """``(count, best)`` of one row: ``out[:count]`` its candidates in increasing position (count
+    ``out.shape[0] + 1`` where they are more than ``out`` holds, ``out`` then undefined), best its maximum's first
+    position. Invariant after each block: every position read whose key reaches the threshold of the maximum so
+    far is in ``out[:count]`` (unless ``state[3]``)."""
+    n = row.shape[0]
+    full = n - n % BLOCK
+    state = np.array([-32768, -32768, 0, 0], dtype=np.int64)  # maximum's key, threshold's key, its position, lost
+    count = 0
+    for start in range(0, full, BLOCK):
+        if state[1] >= 0:  # a key not below 0 is the raw bits themselves: one vectorised maximum over the block
+            block = row[start:start + BLOCK]
+            most = block[0]
+            for j in range(1, BLOCK):
+                most = max(most, block[j])
+            if np.int32(most) < state[1]:
+                continue
+        count = collect(row, start, start + BLOCK, slack, values, out, count, state)
+    count = collect(row, full, n, slack, values, out, count, state)
+    if state[0] == 0:  # the maximum +0: its first position may hold -0, equal in value, keyed just below it
+        state[2] = first_at_or_above(row, -1)
+    if state[3]:  # some lost: read again under the final threshold
+        count = 0
+        for j in range(n):
+            if order_key(row[j]) >= state[1]:
+                if count == out.shape[0]:
+                    return out.shape[0] + 1, state[2]
+                out[count] = j
+                count += 1
+        return count, state[2]
+    return keep_at_or_above(row, out, count, state[1]), state[2]
+
+
+@njit(cache=True)
+def rows_candidates(scores, slack, values, out, counts, best):
+    """``row_candidates`` of each row of ``scores`` (int16, the bfloat16 scores' bits) into ``out[i]``,
+    ``counts[i]``, ``best[i]``."""
+    for i in range(scores.shape[0]):
+        counts[i], best[i] = row_candidates(scores[i], slack[i], values, out[i])
+
+
+def candidates(scores, slack, cap):
+    """``(tokens, counts, best)`` for ``scores`` (a 2-D bfloat16 tensor on the CPU, a row per pass row, a column
+    per token) and ``slack`` (one float per row, finite and not negative): row i's candidates are the tokens whose
+    score reaches ``nextafter(fp32(max_i - slack[i]), -inf)``, listed in increasing id in ``tokens[i,
+    :counts[i]]`` where they are at most ``cap``, ``counts[i] = cap + 1`` where more; ``best[i]`` the lowest id at
+    the row's maximum. All int64 tensors."""
+    if not isinstance(scores, torch.Tensor) or scores.dtype != torch.bfloat16 or scores.device.type != "cpu":
+        raise TypeError(f"scores must be a bfloat16 CPU tensor, got {type(scores).__name__}"
+                        + (f" of {scores.dtype} on {scores.device}" if isinstance(scores, torch.Tensor) else ""))
+    if scores.dim() != 2 or scores.shape[1] == 0:
+        raise ValueError(f"scores must be 2-D with at least one column, got shape {tuple(scores.shape)}")
+    slack = np.asarray(slack.numpy() if isinstance(slack, torch.Tensor) else slack, dtype=np.float64)
+    if slack.shape != (scores.shape[0],) or not np.all(np.isfinite(slack)) or bool(np.any(slack < 0)):
+        raise ValueError(f"slack must be {scores.shape[0]} finite values not below 0, got shape {slack.shape}")
+    if type(cap) is not int or cap < 1:
+        raise ValueError(f"cap must be a positive int, got {cap!r}")
+    rows = scores.shape[0]
+    out, counts, best = np.empty((rows, cap), np.int64), np.empty(rows, np.int64), np.empty(rows, np.int64)
+    rows_candidates(scores.contiguous().view(torch.int16).numpy(), np.ascontiguousarray(slack), VALUES, out, counts,
+                    best)
+    return torch.from_numpy(out), torch.from_numpy(counts), torch.from_numpy(best)

@@ -1,0 +1,96 @@
+"""The screen's candidate search (``screen_candidates``) against a plain scan over the bfloat16 values."""
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import naive
+from draftless.integration import screen_candidates
+from draftless.integration.screen_candidates import BLOCK, candidates
+
+# every bfloat16 bit pattern but NaN (exponent all ones, mantissa not zero): the infinities and both zeros included
+_NOT_NAN = st.integers(-32768, 32767).filter(lambda x: (x & 0x7F80) != 0x7F80 or (x & 0x7F) == 0)
+
+
+def _bfloat16(bits):
+    return torch.tensor(bits, dtype=torch.int16).view(torch.bfloat16)
+
+
+def _check(scores, slack, cap):
+    listed, counts, best = candidates(scores, slack, cap)
+    want = naive.screen_candidates(scores.float().tolist(), [float(s) for s in slack], cap)
+    got = [listed[i, : int(counts[i])].tolist() if counts[i] <= cap else [] for i in range(scores.shape[0])]
+    assert (got, counts.tolist(), best.tolist()) == want
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_any_bit_patterns_match_the_plain_scan(data):
+    rows = data.draw(st.integers(1, 4))
+    n = data.draw(st.integers(1, 3 * BLOCK + 5))
+    bits = data.draw(st.lists(st.lists(_NOT_NAN, min_size=n, max_size=n), min_size=rows, max_size=rows))
+    slack = data.draw(st.lists(st.sampled_from([0.0, 1e-30, 0.5, 3.0, 1e6]), min_size=rows, max_size=rows))
+    _check(_bfloat16(bits), slack, data.draw(st.integers(1, 40)))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(1, 5), st.integers(1, 4 * BLOCK + 3), st.floats(-50, 50),
+       st.sampled_from([1e-3, 1.0, 30.0]), st.floats(0, 4), st.integers(1, 64))
+def test_logit_like_rows_match_the_plain_scan(seed, rows, n, shift, scale, slack, cap):
+    # rows like an output layer's: a few high scores above a wide body, the maximum often negative (shift)
+    g = torch.Generator().manual_seed(seed)
+    scores = (torch.randn((rows, n), generator=g) * scale + shift).bfloat16()
+    _check(scores, [slack * scale] * rows, cap)
+
+
+def test_the_maximum_raised_late_drops_the_candidates_kept_before_it():
+    row = [1.0] * 600 + [3.0] + [1.0] * 10 + [2.9375]  # the 1.0s kept in the first blocks, then under 3.0 - 0.25
+    listed, counts, best = candidates(torch.tensor([row]).bfloat16(), [0.25], 8)
+    assert listed[0, : counts[0]].tolist() == [600, 611] and best.tolist() == [600]
+
+
+def test_a_full_list_reads_the_row_again_under_the_final_threshold():
+    # cap 2: the third 5.0 finds the list full of scores at the threshold, so it is lost; 10.0 then raises the
+    # threshold past every 5.0, and the row read again lists its two 10.0s (not "more than cap")
+    listed, counts, best = candidates(torch.tensor([[5.0, 5.0, 5.0, 10.0, 10.0]]).bfloat16(), [0.0], 2)
+    assert counts.tolist() == [2] and listed[0, :2].tolist() == [3, 4] and best.tolist() == [3]
+    _, counts, _ = candidates(torch.tensor([[5.0, 5.0, 5.0, 10.0, 10.0, 10.0]]).bfloat16(), [0.0], 2)
+    assert counts.tolist() == [3]  # three at the maximum: more than cap
+
+
+def test_a_zero_maximum_is_first_where_minus_zero_comes_before_plus_zero():
+    row = _bfloat16([[-32768, -5, 0, -32768]])  # -0, a negative, +0, -0: -0 == +0, so position 0 is the first
+    listed, counts, best = candidates(row, [0.0], 8)
+    assert best.tolist() == [0] and listed[0, : counts[0]].tolist() == [0, 2, 3]
+
+
+@pytest.mark.parametrize("n", [1, BLOCK - 1, BLOCK, BLOCK + 1, 5 * BLOCK])
+def test_rows_of_any_length_around_the_block(n):
+    scores = torch.zeros((2, n))
+    scores[0, n - 1] = 7.0  # the maximum in the tail (or the last block)
+    scores[1, 0] = 7.0
+    listed, counts, best = candidates(scores.bfloat16(), [1.0, 1.0], 4)
+    assert counts.tolist() == [1, 1] and listed[:, 0].tolist() == [n - 1, 0] and best.tolist() == [n - 1, 0]
+
+
+def test_the_kernel_is_compiled():
+    candidates(torch.ones((1, 3)).bfloat16(), [0.0], 1)
+    assert screen_candidates.rows_candidates.signatures
+
+
+@pytest.mark.parametrize("scores, slack, cap, error, name", [
+    (torch.ones((1, 3)), [0.0], 1, TypeError, "scores"),
+    (np.ones((1, 3)), [0.0], 1, TypeError, "scores"),
+    (torch.ones(3).bfloat16(), [0.0], 1, ValueError, "scores"),
+    (torch.ones((1, 0)).bfloat16(), [0.0], 1, ValueError, "scores"),
+    (torch.ones((2, 3)).bfloat16(), [0.0], 1, ValueError, "slack"),
+    (torch.ones((1, 3)).bfloat16(), [-1.0], 1, ValueError, "slack"),
+    (torch.ones((1, 3)).bfloat16(), [float("nan")], 1, ValueError, "slack"),
+    (torch.ones((1, 3)).bfloat16(), [0.0], 0, ValueError, "cap"),
+    (torch.ones((1, 3)).bfloat16(), [0.0], True, ValueError, "cap"),
+])
+def test_bad_input_is_refused_by_name(scores, slack, cap, error, name):
+    with pytest.raises(error, match=name):
+        candidates(scores, slack, cap)
