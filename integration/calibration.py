@@ -28,7 +28,7 @@ from .calibration_key import (  # noqa: F401 (names kept importable from here)
 from .linear_plan import LinearPlans, measure_linear_plans, planned_linears, step_counter
 from .models import cache_root
 from .pass_timing import pass_timers
-from .screened_head import ScreenedHead
+from .screened_head import SCREEN_FORM_KIND, ScreenedHead, decode_form
 from .staged_head import HeadClock, StagedHead
 
 logger = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ MEASURED_KS = (0, 1, 2, 3, 4, 7, 15, 31, 63)
 # in bfloat16 where a greedy run would screen it (``screened_head``); 6, screened from 3 rows, not 9; 7, timed
 # under plans measured again (``PLANS_KIND`` v2: wide forms chosen over both edges of their range); 8, screened
 # from 1 row, not 3; 9, the screen's candidates found in one pass over each row (``screen_candidates``), not by
-# ``torch.topk``
+# ``torch.topk``, and its product in the form raced faster on the host (``screen_product``)
 CURVE_VERSION = 9
 
 
@@ -242,7 +242,8 @@ def cached_inexact_drafts(model, max_draft=pass_check.MAX_DRAFT, progress=None):
 def calibrated(model, ks=DEFAULT_KS, max_draft=pass_check.MAX_DRAFT, output_layer=False):
     """Whether everything the loop reads for ``model`` is cached (on disk or in this process), so that a
     ``SpeculativeGenerator`` built now measures nothing: the linear layers' plans, the cost curve at ``ks`` and,
-    off the CPU, the exact pass lengths up to ``max_draft``; with ``output_layer``, the output layer's plan kept
+    off the CPU, the exact pass lengths up to ``max_draft``, and where a screen may serve the output layer, its
+    product's form (``screened_head.SCREEN_FORM_KIND``); with ``output_layer``, the output layer's plan kept
     apart too (``OUTPUT_PLAN_KIND``; a greedy run does not read it, a sampled one does). A caller that shows the
     first calibration's progress asks this first, then ``calibrate``s."""
     check_max_draft(max_draft)
@@ -251,6 +252,8 @@ def calibrated(model, ks=DEFAULT_KS, max_draft=pass_check.MAX_DRAFT, output_laye
                                                                        _curve_decoder(tuple(ks)))]
     if output_layer and output_layer_apart(model) is not None:
         parts.append((cache_file(model, OUTPUT_PLAN_KIND), LinearPlans.from_json))
+    if ScreenedHead.may_serve(model):  # the screen's product form, raced where a screen is built
+        parts.append((cache_file(model, SCREEN_FORM_KIND), decode_form))
     if checks_pass_lengths(model):
         parts.append((cache_file(model, _inexact_kind(max_draft)), _inexact_decoder(max_draft)))
     return all(read_cached(path, decode, warn=False) is not None for path, decode in parts)
@@ -277,7 +280,9 @@ def calibrate(model, progress=None, ks=DEFAULT_KS, max_draft=pass_check.MAX_DRAF
     check_max_draft(max_draft)
     _check_output_layer(output_layer)
     plans = cached_linear_plans(model, progress, output_layer)
-    return cached_cost_curve(model, ks, progress), plans, cached_inexact_drafts(model, max_draft, progress)
+    curve = cached_cost_curve(model, ks, progress)
+    ScreenedHead.for_model(model)  # its product's form raced and cached where the curve was not measured now
+    return curve, plans, cached_inexact_drafts(model, max_draft, progress)
 
 
 def recalibrate(model, progress=None):

@@ -111,11 +111,18 @@ def row_candidates(row, slack, values, out):
                 continue
         count = collect(row, start, start + BLOCK, slack, values, out, count, state)
     count = collect(row, full, n, slack, values, out, count, state)
+    return finish(row, out, count, state)
+
+
+@njit(cache=True)
+def finish(row, out, count, state):
+    """``(count, best)`` of a row read through (``row_candidates``): its candidates kept at or above the final
+    threshold, or, where some were lost, read again under it."""
     if state[0] == 0:  # the maximum +0: its first position may hold -0, equal in value, keyed just below it
         state[2] = first_at_or_above(row, -1)
     if state[3]:  # some lost: read again under the final threshold
         count = 0
-        for j in range(n):
+        for j in range(row.shape[0]):
             if order_key(row[j]) >= state[1]:
                 if count == out.shape[0]:
                     return out.shape[0] + 1, state[2]
@@ -123,6 +130,30 @@ def row_candidates(row, slack, values, out):
                 count += 1
         return count, state[2]
     return keep_at_or_above(row, out, count, state[1]), state[2]
+
+
+@njit(cache=True)
+def columns_candidates(scores, slack, values, out, counts, best):
+    """``row_candidates`` of each column of ``scores`` (int16, tokens by pass rows: the weight-major product's
+    layout), the columns read together: each block's maxima in key order, vectorised across the columns, then
+    score by score only the columns whose block maximum reaches their threshold."""
+    n, q = scores.shape
+    full = n - n % BLOCK
+    most = np.empty(q, np.int32)
+    states = np.empty((q, 4), np.int64)  # as ``row_candidates``' state, a column's a row
+    states[:, 0], states[:, 1], states[:, 2:] = -32768, -32768, 0
+    counts[:] = 0
+    for start in range(0, full, BLOCK):
+        most[:] = -32768
+        for j in range(start, start + BLOCK):
+            for r in range(q):
+                most[r] = max(most[r], order_key(scores[j, r]))
+        for r in range(q):
+            if most[r] >= states[r, 1]:
+                counts[r] = collect(scores[:, r], start, start + BLOCK, slack[r], values, out[r], counts[r], states[r])
+    for r in range(q):
+        counts[r] = collect(scores[:, r], full, n, slack[r], values, out[r], counts[r], states[r])
+        counts[r], best[r] = finish(scores[:, r], out[r], counts[r], states[r])
 
 
 @njit(cache=True)
@@ -138,7 +169,8 @@ def candidates(scores, slack, cap):
     per token) and ``slack`` (one float per row, finite and not negative): row i's candidates are the tokens whose
     score reaches ``nextafter(fp32(max_i - slack[i]), -inf)``, listed in increasing id in ``tokens[i,
     :counts[i]]`` where they are at most ``cap``, ``counts[i] = cap + 1`` where more; ``best[i]`` the lowest id at
-    the row's maximum. All int64 tensors."""
+    the row's maximum. All int64 tensors. ``scores`` may be the transpose of a contiguous tensor (the weight-major
+    product's), read as it lies. No score may be NaN (none is in the screen's: finite rows by finite weights)."""
     if not isinstance(scores, torch.Tensor) or scores.dtype != torch.bfloat16 or scores.device.type != "cpu":
         raise TypeError(f"scores must be a bfloat16 CPU tensor, got {type(scores).__name__}"
                         + (f" of {scores.dtype} on {scores.device}" if isinstance(scores, torch.Tensor) else ""))
@@ -149,8 +181,10 @@ def candidates(scores, slack, cap):
         raise ValueError(f"slack must be {scores.shape[0]} finite values not below 0, got shape {slack.shape}")
     if type(cap) is not int or cap < 1:
         raise ValueError(f"cap must be a positive int, got {cap!r}")
-    rows = scores.shape[0]
+    rows, slack = scores.shape[0], np.ascontiguousarray(slack)
     out, counts, best = np.empty((rows, cap), np.int64), np.empty(rows, np.int64), np.empty(rows, np.int64)
-    rows_candidates(scores.contiguous().view(torch.int16).numpy(), np.ascontiguousarray(slack), VALUES, out, counts,
-                    best)
+    if rows > 1 and scores.stride() == (1, rows):  # the transpose of a contiguous tokens-by-rows product
+        columns_candidates(scores.T.view(torch.int16).numpy(), slack, VALUES, out, counts, best)
+    else:
+        rows_candidates(scores.contiguous().view(torch.int16).numpy(), slack, VALUES, out, counts, best)
     return torch.from_numpy(out), torch.from_numpy(counts), torch.from_numpy(best)

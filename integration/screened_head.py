@@ -6,7 +6,8 @@ argmax of each row. Gemma 3 270M's output layer (262,144 x 640) is 40-60 % of a 
 processor with bfloat16 dot products (AVX-512 BF16, AMX) multiplies in bfloat16 at twice fp32's rate. So for a
 pass over ``rows >= SCREEN_FROM_ROWS`` rows, ``ScreenedHead`` replaces the output layer's product by
 
-1. ``s = bf16(x) @ bf16(W).T`` through oneDNN (bfloat16 operands, fp32 sums, a bfloat16 result);
+1. ``s = bf16(x) @ bf16(W).T`` (bfloat16 operands, fp32 sums, a bfloat16 result), through oneDNN or torch's
+   weight-major product, whichever is faster on this host (``screen_product``);
 2. a bound ``B`` per row on ``|s_j - x . W_j|`` for every token j (``error_bound``);
 3. the candidates ``s_j >= max(s) - 2B``, found in one pass over each row (``screen_candidates``), each scored in
    fp32, the highest taken (the lowest id on a tie).
@@ -32,8 +33,10 @@ import weakref
 import torch
 
 from .calibration_key import cpuinfo_field
-from .onednn_product import onednn_product, onednn_supported
+from .calibration_cache import cached
+from .onednn_product import onednn_supported
 from .screen_candidates import candidates
+from .screen_product import FORMS, ROWS_MAJOR, faster_form, screen_scores
 from .staged_head import returned_as_logits
 
 # a greedy pass over this many rows or more is screened: every pass. 9 on session 37's host (2-core AMD EPYC with
@@ -61,6 +64,8 @@ _BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 # the weight is read in blocks of this many rows to copy it and take its norms: one pass over it, no temporary the
 # size of the weight (taken whole, Gemma 3 270M's 671 MB took 1.5 s to screen, 0.3 s in blocks)
 BLOCK_ROWS = 8192
+# the calibration cache's name for the bfloat16 product's form raced on this host (``screen_product``)
+SCREEN_FORM_KIND = "screen-form-v1"
 _SCREENS = weakref.WeakKeyDictionary()  # output layer -> its ScreenedHead: one bfloat16 copy per weight
 
 
@@ -100,17 +105,31 @@ def error_bound(rows, norms, in_features):
     return kappa * size + 1e-30  # + flushed denormals' share
 
 
+def product_form(model, low):
+    """The faster form of the screen's product by ``low`` (the bfloat16 copy of ``model``'s output layer) on this
+    host, raced once (``screen_product.faster_form``) and cached with the calibration."""
+    return cached(model, SCREEN_FORM_KIND, lambda: faster_form(low), lambda form: {"form": form}, decode_form)
+
+
+def decode_form(data):
+    """The product form cached as ``SCREEN_FORM_KIND`` (``{"form": ...}``), or None where it is none of ``FORMS``."""
+    return data["form"] if data["form"] in FORMS else None
+
+
 class ScreenedHead:
     """A model's output layer screened in bfloat16 for greedy passes (see the module doc); ``for_model`` builds it
     where it can serve."""
 
-    def __init__(self, head, onednn=None, copy=None):
+    def __init__(self, head, onednn=None, copy=None, form=ROWS_MAJOR):
+        if form not in FORMS:
+            raise ValueError(f"form must be one of {FORMS}, got {form!r}")
         self._head = weakref.ref(head)  # not the module itself: the cache of screens is keyed by it
         weight = head.weight.detach()
         self.weight = weight
         self.low, self.norms = bfloat16_copy(weight) if copy is None else copy  # copy: ``bfloat16_copy``'s
         # through oneDNN where it multiplies bfloat16 (None: try it), else torch's own product (slower; tests anywhere)
         self.onednn = onednn_supported(self.low[:64]) if onednn is None else onednn
+        self.form = form  # the bfloat16 product's form (``screen_product``): ``for_model`` races for it
         self.from_rows = SCREEN_FROM_ROWS  # passes over fewer rows take the layer's own product
         self.supported = False  # known at the prefill: the model returns the layer's output as its logits
         self.choices = None  # the latest screened pass's token per row (up to a certain rejection: ``argmax``)
@@ -135,7 +154,7 @@ class ScreenedHead:
             return None  # a weight not finite: no bound holds
         if not onednn_supported(copy[0][:64]):
             return None  # no fast bfloat16 product: screening would cost time
-        _SCREENS[head] = screen = cls(head, onednn=True, copy=copy)
+        _SCREENS[head] = screen = cls(head, onednn=True, copy=copy, form=product_form(model, copy[0]))
         return screen
 
     @staticmethod
@@ -209,8 +228,7 @@ class ScreenedHead:
         the rows after it their bfloat16 best (``cut_after_certain_rejection``)."""
         if not bool(torch.isfinite(rows).all()):  # no bound holds: the fp32 product whole
             return torch.nn.functional.linear(rows, self.weight).argmax(dim=-1)
-        low16 = rows.to(torch.bfloat16)
-        low = onednn_product(self.low, None, low16) if self.onednn else torch.nn.functional.linear(low16, self.low)
+        low = screen_scores(self.low, rows.to(torch.bfloat16), self.form, self.onednn)
         slack = error_bound(rows, self.norms, rows.shape[1]) * (0 if timing else 2)
         listed, counts, best = candidates(low, slack, MAX_CANDIDATES)  # best: each row's bfloat16 best
         flat = counts > MAX_CANDIDATES

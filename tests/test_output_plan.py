@@ -6,7 +6,7 @@ bfloat16 would serve Gemma 3 270M."""
 import pytest
 import torch
 
-from draftless.integration import SpeculativeGenerator, calibration
+from draftless.integration import SpeculativeGenerator, calibration, screened_head
 from draftless.integration.screened_head import ScreenedHead
 
 from tiny_models import repetitive_prompt, tiny_model
@@ -27,8 +27,12 @@ def screening_host(monkeypatch, cache_dir):
 
     monkeypatch.setattr(calibration, "measure_linear_plans", measuring)
     monkeypatch.setattr(ScreenedHead, "may_serve", staticmethod(lambda model, min_weights=None: True))
-    monkeypatch.setattr(ScreenedHead, "for_model",
-                        classmethod(lambda cls, model, min_weights=None: ScreenedHead(model.get_output_embeddings())))
+    def for_model(cls, model, min_weights=None):
+        screen = ScreenedHead(model.get_output_embeddings())
+        screen.form = screened_head.product_form(model, screen.low)  # raced and cached as on such a host
+        return screen
+
+    monkeypatch.setattr(ScreenedHead, "for_model", classmethod(for_model))
     return timed
 
 

@@ -19,10 +19,13 @@ def _bfloat16(bits):
 
 
 def _check(scores, slack, cap):
-    listed, counts, best = candidates(scores, slack, cap)
     want = naive.screen_candidates(scores.float().tolist(), [float(s) for s in slack], cap)
-    got = [listed[i, : int(counts[i])].tolist() if counts[i] <= cap else [] for i in range(scores.shape[0])]
-    assert (got, counts.tolist(), best.tolist()) == want
+    # as the rows-major product lies, and as the weight-major one does (a contiguous tokens-by-rows tensor's
+    # transpose, read column by column)
+    for laid in (scores, scores.T.contiguous().T):
+        listed, counts, best = candidates(laid, slack, cap)
+        got = [listed[i, : int(counts[i])].tolist() if counts[i] <= cap else [] for i in range(scores.shape[0])]
+        assert (got, counts.tolist(), best.tolist()) == want
 
 
 @settings(max_examples=150, deadline=None)
@@ -66,18 +69,22 @@ def test_a_zero_maximum_is_first_where_minus_zero_comes_before_plus_zero():
     assert best.tolist() == [0] and listed[0, : counts[0]].tolist() == [0, 2, 3]
 
 
+@pytest.mark.parametrize("weight_major", [False, True])
 @pytest.mark.parametrize("n", [1, BLOCK - 1, BLOCK, BLOCK + 1, 5 * BLOCK])
-def test_rows_of_any_length_around_the_block(n):
+def test_rows_of_any_length_around_the_block(n, weight_major):
     scores = torch.zeros((2, n))
     scores[0, n - 1] = 7.0  # the maximum in the tail (or the last block)
     scores[1, 0] = 7.0
-    listed, counts, best = candidates(scores.bfloat16(), [1.0, 1.0], 4)
+    scores = scores.bfloat16().T.contiguous().T if weight_major else scores.bfloat16()
+    listed, counts, best = candidates(scores, [1.0, 1.0], 4)
     assert counts.tolist() == [1, 1] and listed[:, 0].tolist() == [n - 1, 0] and best.tolist() == [n - 1, 0]
 
 
-def test_the_kernel_is_compiled():
-    candidates(torch.ones((1, 3)).bfloat16(), [0.0], 1)
-    assert screen_candidates.rows_candidates.signatures
+def test_the_kernels_are_compiled():
+    scores = torch.ones((2, 3)).bfloat16()
+    candidates(scores, [0.0, 0.0], 1)
+    candidates(scores.T.contiguous().T, [0.0, 0.0], 1)
+    assert screen_candidates.rows_candidates.signatures and screen_candidates.columns_candidates.signatures
 
 
 @pytest.mark.parametrize("scores, slack, cap, error, name", [

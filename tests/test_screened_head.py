@@ -9,12 +9,20 @@ import torch
 
 from draftless.integration import SpeculativeGenerator, calibration, pass_timing, screened_head
 from draftless.integration.acceptance import accept_choices
+from draftless.integration.screen_product import FORMS, WEIGHT_MAJOR, screen_scores
 from draftless.integration.screened_head import MAX_CANDIDATES, ScreenedHead, error_bound
 from draftless.lookup import AdaptiveConfig, NullProposer
 from draftless.lookup.occurrence import agreement
 
 from proposers import OracleProposer, PartlyWrongProposer, WrongProposer
 from tiny_models import repetitive_prompt, tiny_model
+
+
+@pytest.fixture(params=FORMS)
+def form(request):
+    """The screen's bfloat16 product in each of its forms (``screen_product``): oneDNN's over the rows (torch's own
+    where oneDNN has none) and torch's weight-major one, whose scores lie tokens by rows."""
+    return request.param
 
 
 def linear(weight):
@@ -41,33 +49,33 @@ def twinned(seed, n_rows):
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_choices_are_the_fp32_argmax_where_bfloat16_alone_picks_wrong(seed):
+def test_choices_are_the_fp32_argmax_where_bfloat16_alone_picks_wrong(seed, form):
     weight, rows = twinned(seed, 40)
-    screen = ScreenedHead(linear(weight))
+    screen = ScreenedHead(linear(weight), form=form)
     want = fp32_argmax(rows, weight)
     low = torch.nn.functional.linear(rows.bfloat16(), weight.bfloat16()).float().argmax(dim=1)
     assert not torch.equal(low, want)  # bfloat16's own choice is wrong somewhere
     assert torch.equal(screen.argmax(rows), want)
 
 
-def test_ties_go_to_the_lowest_token_id_and_flat_rows_to_the_whole_product():
+def test_ties_go_to_the_lowest_token_id_and_flat_rows_to_the_whole_product(form):
     weight = torch.randn((2 * MAX_CANDIDATES + 7, 16), generator=torch.Generator().manual_seed(0)) * 0.1
     weight[200] = weight[9] = torch.full((16,), 2.0)  # the best for row 0, twice: the lower id wins, as in argmax
     rows = torch.stack([torch.full((16,), 3.0), torch.zeros(16), torch.full((16,), 1e-30)])
-    screen = ScreenedHead(linear(weight))
+    screen = ScreenedHead(linear(weight), form=form)
     got = screen.argmax(rows)
     assert got[0] == 9 and got[1] == 0  # a zero row: every logit 0, more candidates than MAX_CANDIDATES
     assert torch.equal(got, torch.nn.functional.linear(rows, weight).argmax(dim=1))
 
 
-def test_hesitant_rows_are_scored_by_their_candidates_in_blocks_not_by_the_whole_product(monkeypatch):
+def test_hesitant_rows_are_scored_by_their_candidates_in_blocks_not_by_the_whole_product(monkeypatch, form):
     # 1,500 near-twin tokens, a few thousandths apart: within every row's bound, so hundreds of candidates per row
     # (more than the old cap of 256, fewer than MAX_CANDIDATES), scored 64 at a time
     g = torch.Generator().manual_seed(3)
     base = torch.randn(32, generator=g)
     weight = torch.cat([base + 1e-3 * torch.randn((1500, 32), generator=g), torch.randn((500, 32), generator=g)])
     rows = base[None, :] * torch.linspace(1.0, 4.0, 6)[:, None] + 0.01 * torch.randn((6, 32), generator=g)
-    screen = ScreenedHead(linear(weight))
+    screen = ScreenedHead(linear(weight), form=form)
     whole = []
     product = torch.nn.functional.linear
     monkeypatch.setattr(torch.nn.functional, "linear",
@@ -79,13 +87,13 @@ def test_hesitant_rows_are_scored_by_their_candidates_in_blocks_not_by_the_whole
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_a_draft_leaves_greedy_acceptance_exact_whatever_it_holds(seed):
+def test_a_draft_leaves_greedy_acceptance_exact_whatever_it_holds(seed, form):
     # drafts that hold for a while then fail, on rows built with near-tie twins (bfloat16 alone picks wrong):
     # the tokens greedy acceptance keeps from the screened choices are those it keeps from the fp32 argmax
     weight, rows = twinned(seed, 12)
     g = torch.Generator().manual_seed(100 + seed)
     want = fp32_argmax(rows, weight)
-    screen = ScreenedHead(linear(weight))
+    screen = ScreenedHead(linear(weight), form=form)
     for held in range(12):
         draft = want[:11].clone()
         if held < 11:
@@ -97,7 +105,7 @@ def test_a_draft_leaves_greedy_acceptance_exact_whatever_it_holds(seed):
         assert torch.equal(got[: n + 1], want[: n + 1])  # exact up to the row where the draft fails
 
 
-def test_rows_after_a_certainly_rejected_draft_token_are_not_scored(monkeypatch):
+def test_rows_after_a_certainly_rejected_draft_token_are_not_scored(monkeypatch, form):
     # the zero rows are flat (every logit 0, more candidates than the cap): a flat row scored takes the fp32
     # product whole, so the rows that product is taken over are the flat rows scored. Row 2's one candidate is
     # token 9 and its draft token 4: certainly rejected, so rows 3 to 5 (flat) are never scored
@@ -105,7 +113,7 @@ def test_rows_after_a_certainly_rejected_draft_token_are_not_scored(monkeypatch)
     weight[9] = torch.full((16,), 2.0)
     rows = torch.zeros((6, 16))
     rows[2] = 3.0
-    screen = ScreenedHead(linear(weight))
+    screen = ScreenedHead(linear(weight), form=form)
     scored = []
     product = torch.nn.functional.linear
 
@@ -124,24 +132,25 @@ def test_rows_after_a_certainly_rejected_draft_token_are_not_scored(monkeypatch)
     assert torch.equal(screen.argmax(rows), product(rows, weight).argmax(dim=1)) and scored == [5]  # no draft: all
 
 
-def test_non_finite_rows_take_the_whole_product():
+def test_non_finite_rows_take_the_whole_product(form):
     weight = torch.randn((50, 8))
     rows = torch.randn((2, 8))
     rows[1, 3] = float("inf")
     want = torch.nn.functional.linear(rows, weight).argmax(dim=1)
-    assert torch.equal(ScreenedHead(linear(weight)).argmax(rows), want)
+    assert torch.equal(ScreenedHead(linear(weight), form=form).argmax(rows), want)
 
 
 @pytest.mark.parametrize("scale", [1e-3, 1.0, 1e3])
-def test_the_error_bound_holds_on_every_logit(scale):
+def test_the_error_bound_holds_on_every_logit(scale, form):
     g = torch.Generator().manual_seed(1)
     weight = torch.randn((4000, 640), generator=g) * scale
     rows = torch.randn((8, 640), generator=g) * torch.logspace(-2, 2, 8)[:, None]
-    screen = ScreenedHead(linear(weight))
-    low = torch.nn.functional.linear(rows.bfloat16(), screen.low).double()
+    screen = ScreenedHead(linear(weight), form=form)
     exact = rows.double() @ weight.double().T
     bound = error_bound(rows, screen.norms, 640)
-    assert bool(((low - exact).abs() <= bound[:, None]).all())
+    for some in (rows, rows[:1]):  # the weight-major form takes one row by torch.mv
+        low = screen_scores(screen.low, some.bfloat16(), form, screen.onednn).double()
+        assert bool(((low - exact[: len(some)]).abs() <= bound[: len(some), None]).all())
 
 
 def test_accept_choices_matches_greedy_acceptance():
@@ -155,7 +164,7 @@ def test_accept_choices_matches_greedy_acceptance():
 
 
 @pytest.fixture
-def forced_screen(monkeypatch, cache_dir):
+def forced_screen(monkeypatch, cache_dir, form):
     """Every model screened, on any host (torch's bfloat16 product where oneDNN has none), from the default
     ``SCREEN_FROM_ROWS`` (one row: every pass); the screens built are listed. The curves timed so stay in this
     test's own cache (``cache_dir``): another test's tiny model of the same shape would read them, and find no
@@ -163,7 +172,7 @@ def forced_screen(monkeypatch, cache_dir):
     built = []
 
     def for_model(cls, model, min_weights=None):
-        screen = ScreenedHead(model.get_output_embeddings())
+        screen = ScreenedHead(model.get_output_embeddings(), form=form)
         calls = screen.argmax
         screen.calls = 0
 
@@ -257,10 +266,10 @@ def test_the_calibration_times_the_passes_a_greedy_run_screens(monkeypatch):
     assert {rows for rows, screened in timed if not screened} == {1, 4}
 
 
-def test_a_screened_pass_timed_chooses_from_each_rows_maximum_only():
+def test_a_screened_pass_timed_chooses_from_each_rows_maximum_only(form):
     weight = torch.randn((600, 16))
     rows = torch.zeros((3, 16))  # every logit 0: all tie at the maximum
-    screen = ScreenedHead(linear(weight))
+    screen = ScreenedHead(linear(weight), form=form)
     assert screen.argmax(rows, timing=True).tolist() == [0, 0, 0]
 
 
@@ -307,3 +316,20 @@ def test_the_bfloat16_copy_and_norms_taken_in_blocks_are_those_of_the_whole(monk
     assert norms == pytest.approx([float(n) for n in want], rel=1e-6)
     weight[3, 3] = float("nan")
     assert math.isnan(screened_head.bfloat16_copy(weight)[1][0])
+
+
+def test_the_product_form_is_raced_once_and_cached(monkeypatch, cache_dir):
+    raced = []
+    monkeypatch.setattr(screened_head, "faster_form", lambda low: raced.append(low.shape) or WEIGHT_MAJOR)
+    model = tiny_model("llama")
+    low = screened_head.bfloat16_copy(model.lm_head.weight.detach())[0]
+    assert screened_head.product_form(model, low) == WEIGHT_MAJOR
+    calibration._MEMO.clear()  # a new process: read from disk, not raced again
+    assert screened_head.product_form(model, low) == WEIGHT_MAJOR and raced == [tuple(low.shape)]
+    with pytest.raises(ValueError, match="form"):
+        ScreenedHead(model.lm_head, form="columns")
+
+
+def test_the_race_chooses_a_form_the_screen_takes():
+    from draftless.integration.screen_product import faster_form
+    assert faster_form(torch.randn((300, 32)).bfloat16()) in FORMS

@@ -1,0 +1,53 @@
+"""The screen's bfloat16 product (``ScreenedHead``) in the faster of two forms on this host: oneDNN's over the
+pass's rows (``onednn_product``, scores laid out rows by tokens) or torch's weight-major one, the bfloat16 weight
+times the rows' transpose (``torch.mv`` for one row; scores laid out tokens by rows, which ``screen_candidates``
+reads as they lie).
+
+Both multiply bfloat16 operands with fp32 sums and round each score to bfloat16 once, so ``error_bound`` holds for
+either (on Gemma 3 270M's output layer their scores differ in 1 to 6 of 100,000, a rounding apart, and their
+largest error is the same 3-7 % of the bound). On session 45's 2-core Xeon with AMX, Gemma 3 270M's 262,144 x 640
+product took oneDNN 19 ms at 1 row, 20-21 ms at 2-16 and 22-29 ms at 17-33, the weight-major form 12 ms, 12 ms and
+14-15 ms. Which is faster is a property of the host and its BLAS, so it is raced, not assumed.
+"""
+
+import time
+
+import torch
+
+from .onednn_product import onednn_product
+
+ROWS_MAJOR, WEIGHT_MAJOR = "rows-major", "weight-major"
+FORMS = (ROWS_MAJOR, WEIGHT_MAJOR)
+# the race's row counts: a plain step's and a typical draft's pass, the forms' times summed over both
+RACE_ROWS = (1, 16)
+# the weight-major form is taken where it takes less than this fraction of oneDNN's time: the race's noise (two
+# timings each) changes nothing
+CLEAR_GAIN = 0.9
+
+
+def screen_scores(low, rows16, form, onednn=True):
+    """``rows16 @ low.T`` (bfloat16 rows by a bfloat16 weight), ``(rows, tokens)``: in the weight-major ``form``
+    the transpose of a contiguous tokens-by-rows product; else oneDNN's (or, without ``onednn``, torch's own
+    rows-major product)."""
+    if form == WEIGHT_MAJOR:
+        return torch.mv(low, rows16[0])[None] if rows16.shape[0] == 1 else (low @ rows16.T).T
+    return onednn_product(low, None, rows16) if onednn else torch.nn.functional.linear(rows16, low)
+
+
+def faster_form(low, rows=RACE_ROWS, rounds=2):
+    """``WEIGHT_MAJOR`` where its products over random rows at each count of ``rows`` take, best of ``rounds``
+    interleaved after the first (a warm-up), less than ``CLEAR_GAIN`` of oneDNN's summed over them; else
+    ``ROWS_MAJOR``."""
+    g = torch.Generator().manual_seed(0)
+    inputs = [torch.randn((r, low.shape[1]), generator=g).to(torch.bfloat16) for r in rows]
+    best = {form: [float("inf")] * len(rows) for form in FORMS}
+    with torch.no_grad():
+        for round_ in range(rounds + 1):
+            for i, x in enumerate(inputs):
+                for form in FORMS:
+                    start = time.perf_counter()
+                    screen_scores(low, x, form)
+                    elapsed = time.perf_counter() - start
+                    if round_:
+                        best[form][i] = min(best[form][i], elapsed)
+    return WEIGHT_MAJOR if sum(best[WEIGHT_MAJOR]) < CLEAR_GAIN * sum(best[ROWS_MAJOR]) else ROWS_MAJOR
