@@ -28,7 +28,7 @@ import time
 import torch
 from tqdm import tqdm
 
-from draftless.integration import linear_plan, load_model, weight_probe
+from draftless.integration import calibration, linear_plan, load_model, weight_probe
 
 # 1 to 8 rows, then both edges of each wide range (9 and 16, 17 and 32, 33 and 64), where plans choose
 ROWS = tuple(linear_plan.row_counts(linear_plan.MAX_PADDED_ROWS, linear_plan.WIDE_ROWS))
@@ -98,9 +98,12 @@ def fastest_cost(table):
     return [sum(best(table[shape], rows) for shape in table) for rows in ROWS]
 
 
-def compare(model, settings, trials, truth_mib=128, truth_rounds=5, progress=None):
-    """Markdown lines: per setting, the seconds its plans took and their regret over ``trials`` calibrations."""
-    groups = linear_plan.plain_linears(model)
+def compare(model, settings, trials, truth_mib=128, truth_rounds=5, progress=None, greedy=False):
+    """Markdown lines: per setting, the seconds its plans took and their regret over ``trials`` calibrations; with
+    ``greedy``, of the plans a greedy run reads (the output layer's left out where it is kept apart:
+    ``calibration.output_layer_apart``)."""
+    apart = calibration.output_layer_apart(model) if greedy else None
+    groups = {shape: modules for shape, modules in linear_plan.plain_linears(model).items() if shape != apart}
     before = careful_seconds(groups, truth_mib, truth_rounds)
     chosen = {s: [] for s in settings}
     for _ in range(trials):
@@ -144,6 +147,8 @@ def main(argv=None):
     parser.add_argument("--trials", type=int, default=12, help="calibrations per setting")
     parser.add_argument("--truth-mib", type=int, default=128)
     parser.add_argument("--truth-rounds", type=int, default=5)
+    parser.add_argument("--greedy", action="store_true",
+                        help="only the plans a greedy run reads: the output layer's left out where a screen serves it")
     args = parser.parse_args(argv)
     settings = [s for s in args.settings.split(",") if s]
     try:
@@ -155,7 +160,7 @@ def main(argv=None):
         parser.error("--settings must name one and --trials, --truth-mib and --truth-rounds be at least 1")
     model, _ = load_model(args.model)
     with tqdm(total=args.trials * len(settings), desc="calibrations") as bar:
-        lines = compare(model, settings, args.trials, args.truth_mib, args.truth_rounds, bar.update)
+        lines = compare(model, settings, args.trials, args.truth_mib, args.truth_rounds, bar.update, args.greedy)
     sys.stdout.write("\n".join(lines) + "\n")
 
 
