@@ -51,8 +51,9 @@ def threshold_key(values, top, slack):
 def collect(row, start, stop, slack, values, out, count, state):
     """Scores ``row[start:stop]`` one by one: each at or above the threshold ``state[1]`` appended to ``out``
     (``count`` held), a new maximum (``state[0]``, its first position ``state[2]``) raising the threshold. Where
-    ``out`` is full, those below the threshold are dropped, and where none is, ``state[3]`` = 1 and the score
-    is lost (the caller reads the row again). Returns the count."""
+    ``out`` is full, those below the threshold are dropped (once a threshold, ``state[4]``: a flat row's list
+    is not read again for every score), and where none is, ``state[3]`` = 1 and the score is lost (the caller
+    reads the row again). Returns the count."""
     for j in range(start, stop):
         k = order_key(row[j])
         if k < state[1]:
@@ -60,8 +61,9 @@ def collect(row, start, stop, slack, values, out, count, state):
         if k > state[0]:
             state[0], state[2] = k, j
             state[1] = threshold_key(values, values[k + 32768], slack)
-        if count == out.shape[0]:
+        if count == out.shape[0] and state[1] > state[4]:  # full, and the threshold rose since last dropped
             count = keep_at_or_above(row, out, count, state[1])
+            state[4] = state[1]
         if count < out.shape[0]:
             out[count] = j
             count += 1
@@ -99,7 +101,9 @@ def row_candidates(row, slack, values, out):
     far is in ``out[:count]`` (unless ``state[3]``)."""
     n = row.shape[0]
     full = n - n % BLOCK
-    state = np.array([-32768, -32768, 0, 0], dtype=np.int64)  # maximum's key, threshold's key, its position, lost
+    # the maximum's key, the threshold's key, the maximum's position, whether any is lost, the threshold last dropped
+    # under
+    state = np.array([-32768, -32768, 0, 0, -32769], dtype=np.int64)
     count = 0
     for start in range(0, full, BLOCK):
         if state[1] >= 0:  # a key not below 0 is the raw bits themselves: one vectorised maximum over the block
@@ -140,8 +144,8 @@ def columns_candidates(scores, slack, values, out, counts, best):
     n, q = scores.shape
     full = n - n % BLOCK
     most = np.empty(q, np.int32)
-    states = np.empty((q, 4), np.int64)  # as ``row_candidates``' state, a column's a row
-    states[:, 0], states[:, 1], states[:, 2:] = -32768, -32768, 0
+    states = np.empty((q, 5), np.int64)  # as ``row_candidates``' state, a column's a row
+    states[:, 0], states[:, 1], states[:, 2:4], states[:, 4] = -32768, -32768, 0, -32769
     counts[:] = 0
     for start in range(0, full, BLOCK):
         most[:] = -32768
