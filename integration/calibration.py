@@ -28,7 +28,7 @@ from .calibration_key import (  # noqa: F401 (names kept importable from here)
 from .linear_plan import LinearPlans, measure_linear_plans, planned_linears, step_counter
 from .models import cache_root
 from .pass_timing import pass_timers
-from .screened_head import SCREEN_FORM_KIND, ScreenedHead, decode_form
+from .screened_head import SCREEN_FORM_KIND, ScreenedHead, decode_form, product_form
 from .staged_head import HeadClock, StagedHead
 
 logger = logging.getLogger(__name__)
@@ -281,7 +281,9 @@ def calibrate(model, progress=None, ks=DEFAULT_KS, max_draft=pass_check.MAX_DRAF
     _check_output_layer(output_layer)
     plans = cached_linear_plans(model, progress, output_layer)
     curve = cached_cost_curve(model, ks, progress)
-    ScreenedHead.for_model(model)  # its product's form raced and cached where the curve was not measured now
+    screen = ScreenedHead.for_model(model)
+    if screen is not None:  # its product's form raced and cached, also for a screen built before ``recalibrate``
+        screen.form = product_form(model, screen.low)
     return curve, plans, cached_inexact_drafts(model, max_draft, progress)
 
 

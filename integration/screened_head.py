@@ -230,7 +230,7 @@ class ScreenedHead:
             return torch.nn.functional.linear(rows, self.weight).argmax(dim=-1)
         low = screen_scores(self.low, rows.to(torch.bfloat16), self.form, self.onednn)
         slack = error_bound(rows, self.norms, rows.shape[1]) * (0 if timing else 2)
-        listed, counts, best = candidates(low, slack, MAX_CANDIDATES)  # best: each row's bfloat16 best
+        listed, counts, low_best = candidates(low, slack, MAX_CANDIDATES)  # low_best: each row's bfloat16 best
         flat = counts > MAX_CANDIDATES
         counts[flat] = 0  # a flat row's candidates are not listed: it takes the fp32 product whole
         q = rows.shape[0]
@@ -238,7 +238,7 @@ class ScreenedHead:
         token = listed[torch.arange(listed.shape[1])[None, :] < counts[:, None]]
         choices = torch.full((q,), self.weight.shape[0], dtype=torch.long)
         if draft is not None:
-            at, token = cut_after_certain_rejection(at, token, draft, best, choices, flat)
+            at, token = cut_after_certain_rejection(at, token, draft, low_best, choices, flat)
         if bool(flat.any()):
             wide = flat.nonzero().flatten()
             choices[wide] = torch.nn.functional.linear(rows[wide], self.weight).argmax(dim=-1)

@@ -12,6 +12,7 @@ from draftless.integration.acceptance import accept_choices
 from draftless.integration.screen_product import FORMS, WEIGHT_MAJOR, screen_scores
 from draftless.integration.screened_head import MAX_CANDIDATES, ScreenedHead, error_bound
 from draftless.lookup import AdaptiveConfig, NullProposer
+from draftless.lookup.cost_model import CostCurve
 from draftless.lookup.occurrence import agreement
 
 from proposers import OracleProposer, PartlyWrongProposer, WrongProposer
@@ -333,3 +334,19 @@ def test_the_product_form_is_raced_once_and_cached(monkeypatch, cache_dir):
 def test_the_race_chooses_a_form_the_screen_takes():
     from draftless.integration.screen_product import faster_form
     assert faster_form(torch.randn((300, 32)).bfloat16()) in FORMS
+
+
+def test_recalibrating_races_the_form_again_for_a_screen_already_built(monkeypatch, cache_dir):
+    monkeypatch.setattr(screened_head, "native_bf16", lambda: True)
+    monkeypatch.setattr(screened_head, "onednn_supported", lambda weight: True)  # on any host
+    monkeypatch.setattr(screened_head, "MIN_WEIGHTS", 0)
+    monkeypatch.setattr(calibration, "measure_cost_curve", lambda model, ks, progress=None: CostCurve(
+        tuple(ks), tuple(0.01 + 0.001 * k for k in ks)))  # no passes timed: the form's file is the point
+    raced = []
+    monkeypatch.setattr(screened_head, "faster_form", lambda low: raced.append(1) or WEIGHT_MAJOR)
+    model = tiny_model("llama")
+    calibration.calibrate(model)
+    screen = ScreenedHead.for_model(model)
+    assert calibration.calibrated(model) and screen.form == WEIGHT_MAJOR and raced == [1]
+    calibration.recalibrate(model)  # every file removed and measured again; the screen (the same weight) kept
+    assert ScreenedHead.for_model(model) is screen and raced == [1, 1] and calibration.calibrated(model)
