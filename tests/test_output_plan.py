@@ -27,6 +27,7 @@ def screening_host(monkeypatch, cache_dir):
 
     monkeypatch.setattr(calibration, "measure_linear_plans", measuring)
     monkeypatch.setattr(ScreenedHead, "may_serve", staticmethod(lambda model, min_weights=None: True))
+
     def for_model(cls, model, min_weights=None):
         screen = ScreenedHead(model.get_output_embeddings())
         screen.form = screened_head.product_form(model, screen.low)  # raced and cached as on such a host
