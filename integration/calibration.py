@@ -51,8 +51,9 @@ MEASURED_KS = (0, 1, 2, 3, 4, 7, 15, 31, 63)
 # in bfloat16 where a greedy run would screen it (``screened_head``); 6, screened from 3 rows, not 9; 7, timed
 # under plans measured again (``PLANS_KIND`` v2: wide forms chosen over both edges of their range); 8, screened
 # from 1 row, not 3; 9, the screen's candidates found in one pass over each row (``screen_candidates``), not by
-# ``torch.topk``, and its product in the form raced faster on the host (``screen_product``)
-CURVE_VERSION = 9
+# ``torch.topk``, and its product in the form raced faster on the host (``screen_product``); 10, output layers from
+# 24M weights screened (``screened_head.MIN_WEIGHTS``: SmolLM2-135M's passes timed screened)
+CURVE_VERSION = 10
 
 
 @torch.no_grad()

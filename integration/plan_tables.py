@@ -75,8 +75,11 @@ class LinearPlans:
         return dict(self.by_shape).get(tuple(shape))
 
     def joined(self, other):
-        """These plans and ``other``'s, of other shapes, as one ``LinearPlans``."""
-        return LinearPlans(tuple(sorted(self.by_shape + other.by_shape)))
+        """These plans and ``other``'s as one ``LinearPlans``, ``other``'s taken for a shape both hold (a plans file
+        cached before the output layer's was kept apart holds that layer's too)."""
+        merged = dict(self.by_shape)
+        merged.update(other.by_shape)
+        return LinearPlans(tuple(sorted(merged.items(), key=lambda pair: pair[0])))
 
     @property
     def is_identity(self):

@@ -40,15 +40,18 @@ def order_key(x):
 
 
 @njit(cache=True)
-def threshold_key(values, top, slack):
-    """The lowest order key whose value reaches ``top - slack`` as ``ScreenedHead`` rounds it: the difference in
-    float64 rounded to fp32, then one fp32 step down (``values``: ``VALUES``)."""
-    t = np.nextafter(np.float32(np.float64(top) - slack), np.float32(-np.inf))
+def threshold_key(values, top, slack, rate):
+    """The lowest order key whose value reaches ``top - slack - rate |top|`` as ``ScreenedHead`` rounds it: in
+    float64, rounded to fp32, then one fp32 step down (``values``: ``VALUES``). It rises with ``top``
+    (``rate`` < 1)."""
+    high = np.float64(top)
+    reach = high if high == np.inf else high - (slack + rate * abs(high))  # +inf: not inf - inf
+    t = np.nextafter(np.float32(reach), np.float32(-np.inf))
     return np.int32(np.searchsorted(values, t)) - 32768
 
 
 @njit(cache=True)
-def collect(row, start, stop, slack, values, out, count, state):
+def collect(row, start, stop, slack, rate, values, out, count, state):
     """Scores ``row[start:stop]`` one by one: each at or above the threshold ``state[1]`` appended to ``out``
     (``count`` held), a new maximum (``state[0]``, its first position ``state[2]``) raising the threshold. Where
     ``out`` is full, those below the threshold are dropped (once a threshold, ``state[4]``: a flat row's list
@@ -60,7 +63,7 @@ def collect(row, start, stop, slack, values, out, count, state):
             continue
         if k > state[0]:
             state[0], state[2] = k, j
-            state[1] = threshold_key(values, values[k + 32768], slack)
+            state[1] = threshold_key(values, values[k + 32768], slack, rate)
         if count == out.shape[0] and state[1] > state[4]:  # full, and the threshold rose since last dropped
             count = keep_at_or_above(row, out, count, state[1])
             state[4] = state[1]
@@ -94,7 +97,7 @@ def first_at_or_above(row, key):
 
 
 @njit(cache=True)
-def row_candidates(row, slack, values, out):
+def row_candidates(row, slack, rate, values, out):
     """``(count, best)`` of one row: ``out[:count]`` its candidates in increasing position (count
     ``out.shape[0] + 1`` where they are more than ``out`` holds, ``out`` then undefined), best its maximum's first
     position. Invariant after each block: every position read whose key reaches the threshold of the maximum so
@@ -113,8 +116,8 @@ def row_candidates(row, slack, values, out):
                 most = max(most, block[j])
             if np.int32(most) < state[1]:
                 continue
-        count = collect(row, start, start + BLOCK, slack, values, out, count, state)
-    count = collect(row, full, n, slack, values, out, count, state)
+        count = collect(row, start, start + BLOCK, slack, rate, values, out, count, state)
+    count = collect(row, full, n, slack, rate, values, out, count, state)
     return finish(row, out, count, state)
 
 
@@ -137,7 +140,7 @@ def finish(row, out, count, state):
 
 
 @njit(cache=True)
-def columns_candidates(scores, slack, values, out, counts, best):
+def columns_candidates(scores, slack, rate, values, out, counts, best):
     """``row_candidates`` of each column of ``scores`` (int16, tokens by pass rows: the weight-major product's
     layout), the columns read together: each block's maxima in key order, vectorised across the columns, then
     score by score only the columns whose block maximum reaches their threshold."""
@@ -154,27 +157,29 @@ def columns_candidates(scores, slack, values, out, counts, best):
                 most[r] = max(most[r], order_key(scores[j, r]))
         for r in range(q):
             if most[r] >= states[r, 1]:
-                counts[r] = collect(scores[:, r], start, start + BLOCK, slack[r], values, out[r], counts[r], states[r])
+                counts[r] = collect(scores[:, r], start, start + BLOCK, slack[r], rate, values, out[r], counts[r],
+                                    states[r])
     for r in range(q):
-        counts[r] = collect(scores[:, r], full, n, slack[r], values, out[r], counts[r], states[r])
+        counts[r] = collect(scores[:, r], full, n, slack[r], rate, values, out[r], counts[r], states[r])
         counts[r], best[r] = finish(scores[:, r], out[r], counts[r], states[r])
 
 
 @njit(cache=True)
-def rows_candidates(scores, slack, values, out, counts, best):
+def rows_candidates(scores, slack, rate, values, out, counts, best):
     """``row_candidates`` of each row of ``scores`` (int16, the bfloat16 scores' bits) into ``out[i]``,
     ``counts[i]``, ``best[i]``."""
     for i in range(scores.shape[0]):
-        counts[i], best[i] = row_candidates(scores[i], slack[i], values, out[i])
+        counts[i], best[i] = row_candidates(scores[i], slack[i], rate, values, out[i])
 
 
-def candidates(scores, slack, cap):
+def candidates(scores, slack, cap, rate=0.0):
     """``(tokens, counts, best)`` for ``scores`` (a 2-D bfloat16 tensor on the CPU, a row per pass row, a column
-    per token) and ``slack`` (one float per row, finite and not negative): row i's candidates are the tokens whose
-    score reaches ``nextafter(fp32(max_i - slack[i]), -inf)``, listed in increasing id in ``tokens[i,
-    :counts[i]]`` where they are at most ``cap``, ``counts[i] = cap + 1`` where more; ``best[i]`` the lowest id at
-    the row's maximum. All int64 tensors. ``scores`` may be the transpose of a contiguous tensor (the weight-major
-    product's), read as it lies. No score may be NaN (none is in the screen's: finite rows by finite weights)."""
+    per token), ``slack`` (one float per row, finite and not negative) and ``rate`` (a float in [0, 1)): row i's
+    candidates are the tokens whose score reaches ``nextafter(fp32(max_i - slack[i] - rate |max_i|), -inf)``,
+    listed in increasing id in ``tokens[i, :counts[i]]`` where they are at most ``cap``, ``counts[i] = cap + 1``
+    where more; ``best[i]`` the lowest id at the row's maximum. All int64 tensors. ``scores`` may be the transpose
+    of a contiguous tensor (the weight-major product's), read as it lies. No score may be NaN (none is in the
+    screen's: finite rows by finite weights)."""
     if not isinstance(scores, torch.Tensor) or scores.dtype != torch.bfloat16 or scores.device.type != "cpu":
         raise TypeError(f"scores must be a bfloat16 CPU tensor, got {type(scores).__name__}"
                         + (f" of {scores.dtype} on {scores.device}" if isinstance(scores, torch.Tensor) else ""))
@@ -185,10 +190,12 @@ def candidates(scores, slack, cap):
         raise ValueError(f"slack must be {scores.shape[0]} finite values not below 0, got shape {slack.shape}")
     if type(cap) is not int or cap < 1:
         raise ValueError(f"cap must be a positive int, got {cap!r}")
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate < 1:
+        raise ValueError(f"rate must be a float in [0, 1), got {rate!r}")
     rows, slack = scores.shape[0], np.ascontiguousarray(slack)
     out, counts, best = np.empty((rows, cap), np.int64), np.empty(rows, np.int64), np.empty(rows, np.int64)
     if rows > 1 and scores.stride() == (1, rows):  # the transpose of a contiguous tokens-by-rows product
-        columns_candidates(scores.T.view(torch.int16).numpy(), slack, VALUES, out, counts, best)
+        columns_candidates(scores.T.view(torch.int16).numpy(), slack, float(rate), VALUES, out, counts, best)
     else:
-        rows_candidates(scores.contiguous().view(torch.int16).numpy(), slack, VALUES, out, counts, best)
+        rows_candidates(scores.contiguous().view(torch.int16).numpy(), slack, float(rate), VALUES, out, counts, best)
     return torch.from_numpy(out), torch.from_numpy(counts), torch.from_numpy(best)

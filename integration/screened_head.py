@@ -8,7 +8,8 @@ pass over ``rows >= SCREEN_FROM_ROWS`` rows, ``ScreenedHead`` replaces the outpu
 
 1. ``s = bf16(x) @ bf16(W).T`` (bfloat16 operands, fp32 sums, a bfloat16 result), through oneDNN or torch's
    weight-major product, whichever is faster on this host (``screen_product``);
-2. a bound ``B`` per row on ``|s_j - x . W_j|`` for every token j (``error_bound``);
+2. a bound ``B`` per row on ``|s_j - x . W_j|`` for every token j (``screen_bound``: the rounding of both operands
+   known, as both are; 3-5 times tighter than their worst case since session 45);
 3. the candidates ``s_j >= max(s) - 2B``, found in one pass over each row (``screen_candidates``), each scored in
    fp32, the highest taken (the lowest id on a tie).
 
@@ -35,6 +36,8 @@ import torch
 from .calibration_key import cpuinfo_field
 from .calibration_cache import cached
 from .onednn_product import onednn_supported
+from .screen_bound import SLACK_RATE, block_norms, slack_base
+from .screen_bound import error_bound  # noqa: F401 (importable from here)
 from .screen_candidates import candidates
 from .screen_product import FORMS, ROWS_MAJOR, faster_form, screen_scores
 from .staged_head import returned_as_logits
@@ -57,9 +60,12 @@ MAX_CANDIDATES = 4096
 # candidates are scored in fp32 this many at a time, their gathered rows (2 x 4096 x 640 fp32 for Gemma: 21 MB) the
 # only temporary the size of the candidates, whatever the pass's rows
 CANDIDATE_BLOCK = 4096
-# output layers with fewer weights are never screened: SmolLM2-135M's (49,152 x 576, 28M) decoded its code_edit 9 %
-# slower screened, the bookkeeping outweighing a product that small; Gemma 3 270M's (168M) 3-20 % faster
-MIN_WEIGHTS = 64 << 20
+# output layers with fewer weights are never screened. 64M until session 45: under the bound that took both
+# operands' rounding at its worst, SmolLM2-135M's (49,152 x 576, 28M) decoded its code_edit 9 % (EPYC) and 21 %
+# (Xeon) slower screened, most of its rows having thousands of candidates; under ``screen_bound`` (2.2 candidates a
+# row against 6,406 on real rows) 1.074x faster on code_edit and 1.046-1.077x on qa, math, rag and translation
+# (session 45's Xeon). Smaller layers are not measured: this admits SmolLM2's and no smaller
+MIN_WEIGHTS = 24 << 20
 _BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 # the weight is read in blocks of this many rows to copy it and take its norms: one pass over it, no temporary the
 # size of the weight (taken whole, Gemma 3 270M's 671 MB took 1.5 s to screen, 0.3 s in blocks)
@@ -77,32 +83,16 @@ def native_bf16():
 
 @torch.no_grad()
 def bfloat16_copy(weight):
-    """``(weight in bfloat16, norms)``: norms the largest row norms (L2, L1, max) ``error_bound`` takes, nan
-    where a weight is nan, inf where one is infinite; read in blocks of ``BLOCK_ROWS`` rows."""
+    """``(weight in bfloat16, norms)``: norms the nine largest row norms ``error_bound`` takes (``block_norms``:
+    L2, L1 and max of the weight, of its bfloat16 rounding and of the copy), nan where a weight is nan, inf where
+    one is infinite; read in blocks of ``BLOCK_ROWS`` rows."""
     low = torch.empty(weight.shape, dtype=torch.bfloat16)
     blocks = []
     for start in range(0, weight.shape[0], BLOCK_ROWS):
         block = weight[start:start + BLOCK_ROWS]
         low[start:start + BLOCK_ROWS] = block
-        size = block.abs()
-        blocks.append(torch.stack([torch.linalg.vector_norm(block, dim=1).amax(), size.sum(dim=1).amax(),
-                                   size.amax()]))
+        blocks.append(block_norms(block, low[start:start + BLOCK_ROWS]))
     return low, tuple(float(n) for n in torch.stack(blocks).amax(dim=0))  # amax keeps a nan
-
-
-def error_bound(rows, norms, in_features):
-    """Per row of ``rows`` (fp32 hidden states, 2-D), a bound on ``|s_j - x . W_j|`` for every output row j of a
-    weight whose largest row norms are ``norms`` = (L2, L1, max): bfloat16 rounding of both operands and of the
-    result (unit roundoff u = 2^-8 each) and fp32 sums of ``in_features`` terms in any order (both ours and the
-    reference's), each at most ``gamma_n`` times the sum of the terms' sizes, all times ``S = sum |x_i W_ji|``,
-    itself at most the smallest of three Hoelder bounds; doubled for margin."""
-    u, unit32 = 2.0 ** -8, 2.0 ** -24
-    gamma = in_features * unit32 / (1 - in_features * unit32)
-    kappa = 2 * (3 * u + 3 * u * u + u ** 3 + 3 * gamma * (1 + u) ** 3)
-    l2, l1, largest = norms
-    x = rows.double()
-    size = torch.minimum(torch.minimum(x.norm(dim=1) * l2, x.abs().amax(dim=1) * l1), x.abs().sum(dim=1) * largest)
-    return kappa * size + 1e-30  # + flushed denormals' share
 
 
 def product_form(model, low):
@@ -229,8 +219,8 @@ class ScreenedHead:
         if not bool(torch.isfinite(rows).all()):  # no bound holds: the fp32 product whole
             return torch.nn.functional.linear(rows, self.weight).argmax(dim=-1)
         low = screen_scores(self.low, rows.to(torch.bfloat16), self.form, self.onednn)
-        slack = error_bound(rows, self.norms, rows.shape[1]) * (0 if timing else 2)
-        listed, counts, low_best = candidates(low, slack, MAX_CANDIDATES)  # low_best: each row's bfloat16 best
+        slack = slack_base(rows, self.norms, rows.shape[1]) * (0 if timing else 1)  # ``screen_bound``
+        listed, counts, low_best = candidates(low, slack, MAX_CANDIDATES, 0.0 if timing else SLACK_RATE)
         flat = counts > MAX_CANDIDATES
         counts[flat] = 0  # a flat row's candidates are not listed: it takes the fp32 product whole
         q = rows.shape[0]

@@ -107,14 +107,14 @@ def _fp32_step_down(x):
     return struct.unpack("<f", struct.pack("<I", bits - 1 if x > 0 else bits + 1))[0]
 
 
-def screen_candidates(rows, slack, cap):
+def screen_candidates(rows, slack, cap, rate=0.0):
     """``(listed, counts, best)`` per row of ``rows`` (lists of bfloat16 values as Python floats): the positions
-    whose value reaches the fp32 step below ``fp32(max - slack)`` (``counts`` ``cap + 1`` where more than ``cap``,
-    ``listed`` then empty), and the first position of the maximum."""
+    whose value reaches the fp32 step below ``fp32(max - slack - rate |max|)`` (``counts`` ``cap + 1`` where more
+    than ``cap``, ``listed`` then empty), and the first position of the maximum."""
     listed, counts, best = [], [], []
     for row, s in zip(rows, slack):
         top = max(row)
-        threshold = _fp32_step_down(_fp32(top - s))
+        threshold = _fp32_step_down(_fp32(top if top == float("inf") else top - (s + rate * abs(top))))
         found = [j for j, v in enumerate(row) if v >= threshold]
         listed.append(found if len(found) <= cap else [])
         counts.append(len(found) if len(found) <= cap else cap + 1)

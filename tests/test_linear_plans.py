@@ -27,6 +27,14 @@ def test_linear_plan_choice_pads_small_counts_and_orders_wide_ones():
     assert linear_plan.LinearPlan.identity(4).is_identity and not plan.is_identity
 
 
+def test_joined_plans_take_the_others_plan_for_a_shape_both_hold():
+    # a plans file cached before the output layer's plan was kept apart holds that layer's shape too
+    old, new = linear_plan.LinearPlan.identity(2), linear_plan.LinearPlan((0, 2, 2), (False, True, True))
+    body = linear_plan.LinearPlans((((4, 2), old), ((9, 2), old)))
+    joined = body.joined(linear_plan.LinearPlans((((9, 2), new),)))
+    assert joined.get((9, 2)) == new and joined.get((4, 2)) == old and len(joined.by_shape) == 2
+
+
 EVERY_FORM = linear_plan.LinearPlan((0, 4, 4, 4, 4, 8, 8, 8, 8), (False, True, True, False, True, True, False,
                                                                    True, True), ((16, True),))
 

@@ -18,12 +18,12 @@ def _bfloat16(bits):
     return torch.tensor(bits, dtype=torch.int16).view(torch.bfloat16)
 
 
-def _check(scores, slack, cap):
-    want = naive.screen_candidates(scores.float().tolist(), [float(s) for s in slack], cap)
+def _check(scores, slack, cap, rate=0.0):
+    want = naive.screen_candidates(scores.float().tolist(), [float(s) for s in slack], cap, rate)
     # as the rows-major product lies, and as the weight-major one does (a contiguous tokens-by-rows tensor's
     # transpose, read column by column)
     for laid in (scores, scores.T.contiguous().T):
-        listed, counts, best = candidates(laid, slack, cap)
+        listed, counts, best = candidates(laid, slack, cap, rate)
         got = [listed[i, : int(counts[i])].tolist() if counts[i] <= cap else [] for i in range(scores.shape[0])]
         assert (got, counts.tolist(), best.tolist()) == want
 
@@ -35,17 +35,18 @@ def test_any_bit_patterns_match_the_plain_scan(data):
     n = data.draw(st.integers(1, 3 * BLOCK + 5))
     bits = data.draw(st.lists(st.lists(_NOT_NAN, min_size=n, max_size=n), min_size=rows, max_size=rows))
     slack = data.draw(st.lists(st.sampled_from([0.0, 1e-30, 0.5, 3.0, 1e6]), min_size=rows, max_size=rows))
-    _check(_bfloat16(bits), slack, data.draw(st.integers(1, 40)))
+    rate = data.draw(st.sampled_from([0.0, 0.0161, 0.5]))  # the screen's is 2u / ((1 - u) c), about 0.0079
+    _check(_bfloat16(bits), slack, data.draw(st.integers(1, 40)), rate)
 
 
 @settings(max_examples=100, deadline=None)
 @given(st.integers(0, 2**31 - 1), st.integers(1, 5), st.integers(1, 4 * BLOCK + 3), st.floats(-50, 50),
-       st.sampled_from([1e-3, 1.0, 30.0]), st.floats(0, 4), st.integers(1, 64))
-def test_logit_like_rows_match_the_plain_scan(seed, rows, n, shift, scale, slack, cap):
+       st.sampled_from([1e-3, 1.0, 30.0]), st.floats(0, 4), st.integers(1, 64), st.sampled_from([0.0, 0.0079, 0.1]))
+def test_logit_like_rows_match_the_plain_scan(seed, rows, n, shift, scale, slack, cap, rate):
     # rows like an output layer's: a few high scores above a wide body, the maximum often negative (shift)
     g = torch.Generator().manual_seed(seed)
     scores = (torch.randn((rows, n), generator=g) * scale + shift).bfloat16()
-    _check(scores, [slack * scale] * rows, cap)
+    _check(scores, [slack * scale] * rows, cap, rate)
 
 
 def test_the_maximum_raised_late_drops_the_candidates_kept_before_it():
@@ -97,7 +98,8 @@ def test_the_kernels_are_compiled():
     (torch.ones((1, 3)).bfloat16(), [float("nan")], 1, ValueError, "slack"),
     (torch.ones((1, 3)).bfloat16(), [0.0], 0, ValueError, "cap"),
     (torch.ones((1, 3)).bfloat16(), [0.0], True, ValueError, "cap"),
+    (torch.ones((1, 3)).bfloat16(), [0.0], 1, ValueError, "rate"),
 ])
 def test_bad_input_is_refused_by_name(scores, slack, cap, error, name):
     with pytest.raises(error, match=name):
-        candidates(scores, slack, cap)
+        candidates(scores, slack, cap, 1.0 if name == "rate" else 0.0)
