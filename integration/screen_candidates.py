@@ -97,6 +97,13 @@ def first_at_or_above(row, key):
 
 
 @njit(cache=True)
+def start_state(state):
+    """A row's scan state before its first score: the maximum's key and the threshold's below every key, the
+    maximum's position 0, none lost, and the threshold last dropped under below every threshold."""
+    state[0], state[1], state[2], state[3], state[4] = -32768, -32768, 0, 0, -32769
+
+
+@njit(cache=True)
 def row_candidates(row, slack, rate, values, out):
     """``(count, best)`` of one row: ``out[:count]`` its candidates in increasing position (count
     ``out.shape[0] + 1`` where they are more than ``out`` holds, ``out`` then undefined), best its maximum's first
@@ -104,9 +111,8 @@ def row_candidates(row, slack, rate, values, out):
     far is in ``out[:count]`` (unless ``state[3]``)."""
     n = row.shape[0]
     full = n - n % BLOCK
-    # the maximum's key, the threshold's key, the maximum's position, whether any is lost, the threshold last dropped
-    # under
-    state = np.array([-32768, -32768, 0, 0, -32769], dtype=np.int64)
+    state = np.empty(5, np.int64)
+    start_state(state)
     count = 0
     for start in range(0, full, BLOCK):
         if state[1] >= 0:  # a key not below 0 is the raw bits themselves: one vectorised maximum over the block
@@ -148,7 +154,8 @@ def columns_candidates(scores, slack, rate, values, out, counts, best):
     full = n - n % BLOCK
     most = np.empty(q, np.int32)
     states = np.empty((q, 5), np.int64)  # as ``row_candidates``' state, a column's a row
-    states[:, 0], states[:, 1], states[:, 2:4], states[:, 4] = -32768, -32768, 0, -32769
+    for r in range(q):
+        start_state(states[r])
     counts[:] = 0
     for start in range(0, full, BLOCK):
         most[:] = -32768

@@ -219,8 +219,11 @@ class ScreenedHead:
         if not bool(torch.isfinite(rows).all()):  # no bound holds: the fp32 product whole
             return torch.nn.functional.linear(rows, self.weight).argmax(dim=-1)
         low = screen_scores(self.low, rows.to(torch.bfloat16), self.form, self.onednn)
-        slack = slack_base(rows, self.norms, rows.shape[1]) * (0 if timing else 1)  # ``screen_bound``
-        listed, counts, low_best = candidates(low, slack, MAX_CANDIDATES, 0.0 if timing else SLACK_RATE)
+        if timing:  # each row's maximum its only candidate
+            listed, counts, low_best = candidates(low, torch.zeros(rows.shape[0], dtype=torch.float64), MAX_CANDIDATES)
+        else:  # within twice ``screen_bound``'s bound of it
+            listed, counts, low_best = candidates(low, slack_base(rows, self.norms, rows.shape[1]), MAX_CANDIDATES,
+                                                  SLACK_RATE)
         flat = counts > MAX_CANDIDATES
         counts[flat] = 0  # a flat row's candidates are not listed: it takes the fp32 product whole
         q = rows.shape[0]
