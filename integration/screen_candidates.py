@@ -45,7 +45,7 @@ def threshold_key(values, top, slack, rate):
     float64, rounded to fp32, then one fp32 step down (``values``: ``VALUES``). It rises with ``top``
     (``rate`` < 1)."""
     high = np.float64(top)
-    reach = high if high == np.inf else high - (slack + rate * abs(high))  # +inf: not inf - inf
+    reach = high if np.isinf(high) else high - (slack + rate * abs(high))  # +inf: not inf - inf; -inf: not 0 * inf
     t = np.nextafter(np.float32(reach), np.float32(-np.inf))
     return np.int32(np.searchsorted(values, t)) - 32768
 

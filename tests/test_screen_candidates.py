@@ -64,6 +64,17 @@ def test_a_full_list_reads_the_row_again_under_the_final_threshold():
     assert counts.tolist() == [3]  # three at the maximum: more than cap
 
 
+def test_a_row_that_opens_at_minus_infinity_keeps_its_later_maximum():
+    # the maximum so far -inf: its threshold at rate 0 was -inf - 0 * inf, NaN, above every key (found by
+    # Hypothesis in session 46), so the row's real maximum was never kept
+    row = torch.tensor([[-float("inf"), 1.0, 5.0, -float("inf"), 4.5]]).bfloat16()
+    for rate in (0.0, 0.1):
+        listed, counts, best = candidates(row, [1.0], 4, rate)
+        assert best.tolist() == [2] and listed[0, : counts[0]].tolist() == [2, 4]
+    listed, counts, best = candidates(_bfloat16([[-128, -128]]), [0.0], 4)  # every score -inf: all at the maximum
+    assert listed[0, : counts[0]].tolist() == [0, 1] and best.tolist() == [0]
+
+
 def test_a_zero_maximum_is_first_where_minus_zero_comes_before_plus_zero():
     row = _bfloat16([[-32768, -5, 0, -32768]])  # -0, a negative, +0, -0: -0 == +0, so position 0 is the first
     listed, counts, best = candidates(row, [0.0], 8)
