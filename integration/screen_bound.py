@@ -19,7 +19,9 @@ least 3 times on the tests' random rows), so their rows have 1.4 and 2.2 candida
 6,406 (session 45): SmolLM2's output layer, screened, no longer sends most rows to the fp32 product whole.
 """
 
+import numpy as np
 import torch
+from numba import njit
 
 U = 2.0 ** -8  # bfloat16's unit roundoff
 _U32 = 2.0 ** -24
@@ -28,14 +30,56 @@ C = (1 - 2 * U) / (1 - U)
 SLACK_RATE = 2 * U / ((1 - U) * C)
 
 
+@njit(cache=True, fastmath={"reassoc"})
+def row_norms(weight, low_bits, norms):
+    """Into ``norms[i]`` (float64, rows x 9), row i's L2, L1 and max norms of ``weight`` (fp32), of its rounding
+    ``weight - low`` (exact in fp32) and of ``low``, its bfloat16 copy given as raw bits (``low_bits``, int16).
+    Invariant: one pass over each row. The sums are float64 in any order (reassociated, so vectorised), within
+    ``error_bound``'s margin (in fp32 a weight below 2^-75 would square to 0, one above 2^64 to infinity); the maxima are taken on the magnitude bits as integers (vectorised; a NaN's lie
+    above the infinity's, so a row holding a NaN has a NaN max, and IEEE sums carry it too)."""
+    rows, n = weight.shape
+    weight_bits = weight.view(np.uint32)
+    low = np.empty(n, np.uint32)
+    low_values = low.view(np.float32)
+    rounding = np.empty(n, np.float32)
+    rounding_bits = rounding.view(np.uint32)
+    largest = np.empty(3, np.uint32)
+    largest_values = largest.view(np.float32)
+    magnitude = np.uint32(0x7FFFFFFF)
+    for i in range(rows):
+        row = weight[i]
+        for j in range(n):
+            low[j] = np.uint32(np.uint16(low_bits[i, j])) << np.uint32(16)
+        for j in range(n):
+            rounding[j] = row[j] - low_values[j]
+        for k, (values, bits) in enumerate(((row, weight_bits[i]), (rounding, rounding_bits), (low_values, low))):
+            squares = 0.0  # float64: an fp32's square neither underflows nor overflows, nor do the sums
+            absolute = 0.0
+            top = np.uint32(0)
+            for j in range(n):
+                value = np.float64(values[j])
+                squares += value * value
+                absolute += abs(value)
+                top = max(top, bits[j] & magnitude)
+            largest[k] = top
+            norms[i, 3 * k] = np.sqrt(squares)
+            norms[i, 3 * k + 1] = absolute
+            norms[i, 3 * k + 2] = largest_values[k]
+
+
 @torch.no_grad()
-def block_norms(block, low):
-    """The largest row norms (L2, L1, max) of ``block`` (fp32 weight rows), of its rounding ``block - low``
-    (``low`` its bfloat16 copy; the difference exact in fp32) and of ``low``: nine floats' tensor, nan where a
-    weight is nan."""
-    rows = (block, block - low.float(), low.float())
-    return torch.stack([n for m in rows for n in (torch.linalg.vector_norm(m, dim=1).amax(),
-                                                     m.abs().sum(dim=1).amax(), m.abs().amax())])
+def weight_norms(weight, low):
+    """The largest row norms (L2, L1, max) of ``weight`` (fp32, 2-D), of its rounding ``weight - low`` (``low`` its
+    bfloat16 copy, the same shape) and of ``low``: nine floats, nan where a weight is nan, inf where one (or its
+    copy) is infinite. One compiled pass (``row_norms``): 0.15 s for Gemma 3 270M's 671 MB output layer, where
+    torch's reductions over blocks of rows took 1.7-1.8 s (session 46)."""
+    if weight.dim() != 2 or weight.dtype != torch.float32 or low.dtype != torch.bfloat16 \
+            or low.shape != weight.shape or weight.numel() == 0:
+        raise ValueError(f"weight must be a non-empty 2-D fp32 tensor and low its bfloat16 copy, got "
+                         f"{weight.dtype} {tuple(weight.shape)} and {low.dtype} {tuple(low.shape)}")
+    norms = np.empty((weight.shape[0], 9), np.float64)
+    row_norms(weight.contiguous().numpy(), low.contiguous().view(torch.int16).numpy(), norms)
+    return tuple(float(n) for n in norms.max(axis=0))  # max keeps a nan
 
 
 def _hoelder(a, norms):
@@ -46,7 +90,7 @@ def _hoelder(a, norms):
 
 def error_bound(rows, norms, in_features):
     """Per row of ``rows`` (fp32 hidden states, 2-D), ``E0`` (see the module doc) under ``norms``, the nine
-    ``block_norms`` of the weight (the fp32 norms, computed over ``in_features`` terms, raised by
+    ``weight_norms`` of the weight (the fp32 norms, computed over ``in_features`` terms, raised by
     ``2 n u32`` relative for their own rounding)."""
     gamma = in_features * _U32 / (1 - in_features * _U32)
     margin = 1 + 2 * in_features * _U32

@@ -36,7 +36,7 @@ import torch
 from .calibration_key import cpuinfo_field
 from .calibration_cache import cached
 from .onednn_product import onednn_supported
-from .screen_bound import SLACK_RATE, block_norms, slack_base
+from .screen_bound import SLACK_RATE, slack_base, weight_norms
 from .screen_bound import error_bound  # noqa: F401 (importable from here)
 from .screen_candidates import candidates
 from .screen_product import FORMS, ROWS_MAJOR, faster_form, screen_scores
@@ -67,9 +67,6 @@ CANDIDATE_BLOCK = 4096
 # (session 45's Xeon). Smaller layers are not measured: this admits SmolLM2's and no smaller
 MIN_WEIGHTS = 24 << 20
 _BF16_FLAGS = ("avx512_bf16", "amx_bf16")
-# the weight is read in blocks of this many rows to copy it and take its norms: one pass over it, no temporary the
-# size of the weight (taken whole, Gemma 3 270M's 671 MB took 1.5 s to screen, 0.3 s in blocks)
-BLOCK_ROWS = 8192
 # the calibration cache's name for the bfloat16 product's form raced on this host (``screen_product``)
 SCREEN_FORM_KIND = "screen-form-v1"
 _SCREENS = weakref.WeakKeyDictionary()  # output layer -> its ScreenedHead: one bfloat16 copy per weight
@@ -83,16 +80,11 @@ def native_bf16():
 
 @torch.no_grad()
 def bfloat16_copy(weight):
-    """``(weight in bfloat16, norms)``: norms the nine largest row norms ``error_bound`` takes (``block_norms``:
+    """``(weight in bfloat16, norms)``: norms the nine largest row norms ``error_bound`` takes (``weight_norms``:
     L2, L1 and max of the weight, of its bfloat16 rounding and of the copy), nan where a weight is nan, inf where
-    one is infinite; read in blocks of ``BLOCK_ROWS`` rows."""
-    low = torch.empty(weight.shape, dtype=torch.bfloat16)
-    blocks = []
-    for start in range(0, weight.shape[0], BLOCK_ROWS):
-        block = weight[start:start + BLOCK_ROWS]
-        low[start:start + BLOCK_ROWS] = block
-        blocks.append(block_norms(block, low[start:start + BLOCK_ROWS]))
-    return low, tuple(float(n) for n in torch.stack(blocks).amax(dim=0))  # amax keeps a nan
+    one is infinite."""
+    low = weight.to(torch.bfloat16).contiguous()
+    return low, weight_norms(weight, low)
 
 
 def product_form(model, low):

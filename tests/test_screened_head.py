@@ -311,19 +311,6 @@ def test_not_screened_where_a_weight_is_not_finite(monkeypatch, bad):
     assert ScreenedHead.for_model(model, min_weights=0) is None
 
 
-def test_the_bfloat16_copy_and_norms_taken_in_blocks_are_those_of_the_whole(monkeypatch):
-    monkeypatch.setattr(screened_head, "BLOCK_ROWS", 7)
-    weight = torch.randn(50, 13, generator=torch.Generator().manual_seed(3))
-    weight[44, 2] = -9.0  # the largest entry and row in the last, short block
-    low, norms = screened_head.bfloat16_copy(weight)
-    assert torch.equal(low, weight.bfloat16())
-    want = [(m.norm(dim=1).max(), m.abs().sum(dim=1).max(), m.abs().max())
-            for m in (weight, weight - weight.bfloat16().float(), weight.bfloat16().float())]
-    assert norms == pytest.approx([float(n) for three in want for n in three], rel=1e-6)
-    weight[3, 3] = float("nan")
-    assert math.isnan(screened_head.bfloat16_copy(weight)[1][0])
-
-
 def test_the_product_form_is_raced_once_and_cached(monkeypatch, cache_dir):
     raced = []
     monkeypatch.setattr(screened_head, "faster_form", lambda low: raced.append(low.shape) or WEIGHT_MAJOR)
