@@ -91,9 +91,13 @@ def ranked_continuations_of(stream, pattern):
 
 
 def _fp32(x):
-    """``x`` (a Python float) rounded to the nearest fp32, as a Python float."""
+    """``x`` (a Python float) rounded to the nearest fp32, as a Python float (past fp32's range, an infinity)."""
+    import math
     import struct
-    return struct.unpack("<f", struct.pack("<f", x))[0]
+    try:
+        return struct.unpack("<f", struct.pack("<f", x))[0]
+    except OverflowError:  # rounds past the largest fp32
+        return math.copysign(math.inf, x)
 
 
 def _fp32_step_down(x):
@@ -114,7 +118,7 @@ def screen_candidates(rows, slack, cap, rate=0.0):
     listed, counts, best = [], [], []
     for row, s in zip(rows, slack):
         top = max(row)
-        threshold = _fp32_step_down(_fp32(top if top == float("inf") else top - (s + rate * abs(top))))
+        threshold = _fp32_step_down(_fp32(top if abs(top) == float("inf") else top - (s + rate * abs(top))))
         found = [j for j, v in enumerate(row) if v >= threshold]
         listed.append(found if len(found) <= cap else [])
         counts.append(len(found) if len(found) <= cap else cap + 1)

@@ -75,6 +75,17 @@ def test_a_row_that_opens_at_minus_infinity_keeps_its_later_maximum():
     assert listed[0, : counts[0]].tolist() == [0, 1] and best.tolist() == [0]
 
 
+@pytest.mark.parametrize("bits, rate, want", [
+    ([[-128]], 0.0, [0]),  # a row all -inf: its maximum, so a candidate (the reference once took -inf - 0 * inf)
+    ([[-129]], 0.0161, [0]),  # the most negative finite: its threshold rounds past fp32, to -inf
+    ([[-129, -128]], 0.0161, [0, 1]),
+])
+def test_thresholds_at_or_past_the_end_of_fp32(bits, rate, want):
+    _check(_bfloat16(bits), [0.0] * len(bits), 4, rate)
+    listed, counts, _ = candidates(_bfloat16(bits), [0.0], 4, rate)
+    assert listed[0, : counts[0]].tolist() == want
+
+
 def test_a_zero_maximum_is_first_where_minus_zero_comes_before_plus_zero():
     row = _bfloat16([[-32768, -5, 0, -32768]])  # -0, a negative, +0, -0: -0 == +0, so position 0 is the first
     listed, counts, best = candidates(row, [0.0], 8)
