@@ -74,11 +74,13 @@ def weight_norms(weight, low):
     copy) is infinite. One compiled pass (``row_norms``): 0.15 s for Gemma 3 270M's 671 MB output layer, where
     torch's reductions over blocks of rows took 1.7-1.8 s (session 46)."""
     if weight.dim() != 2 or weight.dtype != torch.float32 or low.dtype != torch.bfloat16 \
-            or low.shape != weight.shape or weight.numel() == 0:
-        raise ValueError(f"weight must be a non-empty 2-D fp32 tensor and low its bfloat16 copy, got "
-                         f"{weight.dtype} {tuple(weight.shape)} and {low.dtype} {tuple(low.shape)}")
+            or low.shape != weight.shape or weight.numel() == 0 or weight.device.type != "cpu" \
+            or low.device.type != "cpu":
+        raise ValueError(f"weight must be a non-empty 2-D fp32 CPU tensor and low its bfloat16 copy, got "
+                         f"{weight.dtype} {tuple(weight.shape)} on {weight.device} and {low.dtype} "
+                         f"{tuple(low.shape)} on {low.device}")
     norms = np.empty((weight.shape[0], 9), np.float64)
-    row_norms(weight.contiguous().numpy(), low.contiguous().view(torch.int16).numpy(), norms)
+    row_norms(weight.detach().contiguous().numpy(), low.detach().contiguous().view(torch.int16).numpy(), norms)
     return tuple(float(n) for n in norms.max(axis=0))  # max keeps a nan
 
 

@@ -79,9 +79,16 @@ def test_weights_whose_squares_leave_fp32_keep_their_norms():
 def test_bad_arguments_are_refused_by_name():
     weight = torch.randn(4, 5)
     for args in [(weight.double(), weight.bfloat16()), (weight, weight.half()), (weight, weight[:3].bfloat16()),
-                 (weight[0], weight[0].bfloat16()), (weight[:0], weight[:0].bfloat16())]:
+                 (weight[0], weight[0].bfloat16()), (weight[:0], weight[:0].bfloat16()),
+                 (weight.to("meta"), weight.bfloat16())]:
         with pytest.raises(ValueError, match="weight"):
             weight_norms(*args)
+
+
+def test_a_parameter_is_read_as_its_values():
+    weight = torch.nn.Parameter(torch.randn(6, 10, generator=torch.Generator().manual_seed(2)))  # requires grad
+    assert list(weight_norms(weight, weight.detach().bfloat16())) == pytest.approx(reference_norms(weight.detach()),
+                                                                                   rel=1e-5)
 
 
 def test_a_weight_not_contiguous_is_read_as_its_values():
