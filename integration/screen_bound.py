@@ -35,8 +35,9 @@ def row_norms(weight, low_bits, norms):
     """Into ``norms[i]`` (float64, rows x 9), row i's L2, L1 and max norms of ``weight`` (fp32), of its rounding
     ``weight - low`` (exact in fp32) and of ``low``, its bfloat16 copy given as raw bits (``low_bits``, int16).
     Invariant: one pass over each row. The sums are float64 in any order (reassociated, so vectorised), within
-    ``error_bound``'s margin (in fp32 a weight below 2^-75 would square to 0, one above 2^64 to infinity); the maxima are taken on the magnitude bits as integers (vectorised; a NaN's lie
-    above the infinity's, so a row holding a NaN has a NaN max, and IEEE sums carry it too)."""
+    ``error_bound``'s margin (in fp32 a weight below 2^-75 would square to 0, one above 2^64 to infinity); the
+    maxima are taken on the magnitude bits as integers (vectorised; a NaN's lie above the infinity's, so a row
+    holding a NaN has a NaN max, and IEEE sums carry it too)."""
     rows, n = weight.shape
     weight_bits = weight.view(np.uint32)
     low = np.empty(n, np.uint32)
@@ -70,9 +71,9 @@ def row_norms(weight, low_bits, norms):
 @torch.no_grad()
 def weight_norms(weight, low):
     """The largest row norms (L2, L1, max) of ``weight`` (fp32, 2-D), of its rounding ``weight - low`` (``low`` its
-    bfloat16 copy, the same shape) and of ``low``: nine floats, nan where a weight is nan, inf where one (or its
-    copy) is infinite. One compiled pass (``row_norms``): 0.15 s for Gemma 3 270M's 671 MB output layer, where
-    torch's reductions over blocks of rows took 1.7-1.8 s (session 46)."""
+    bfloat16 copy, the same shape) and of ``low``: nine floats, all nan where a weight is nan, not all finite
+    where a weight or its copy is infinite. One compiled pass (``row_norms``): 0.15 s for Gemma 3 270M's 671 MB
+    output layer, where torch's reductions over blocks of rows took 1.7-1.8 s (session 46)."""
     if weight.dim() != 2 or weight.dtype != torch.float32 or low.dtype != torch.bfloat16 \
             or low.shape != weight.shape or weight.numel() == 0 or weight.device.type != "cpu" \
             or low.device.type != "cpu":
@@ -92,8 +93,8 @@ def _hoelder(a, norms):
 
 def error_bound(rows, norms, in_features):
     """Per row of ``rows`` (fp32 hidden states, 2-D), ``E0`` (see the module doc) under ``norms``, the nine
-    ``weight_norms`` of the weight (the fp32 norms, computed over ``in_features`` terms, raised by
-    ``2 n u32`` relative for their own rounding)."""
+    ``weight_norms`` of the weight (sums over ``in_features`` terms, raised by ``2 n u32`` relative for their
+    own rounding: the margin of fp32 sums, and more than float64's, which ``row_norms`` takes)."""
     gamma = in_features * _U32 / (1 - in_features * _U32)
     margin = 1 + 2 * in_features * _U32
     weight, rounding, low = (tuple(margin * float(v) for v in norms[i:i + 3]) for i in (0, 3, 6))
