@@ -25,6 +25,8 @@ from .calibration_cache import _MEMO, cache_file, cached, read_cached, stage_pro
 from .calibration_key import (  # noqa: F401 (names kept importable from here)
     CHECKPOINT_FIELDS, METHOD_VERSION, attention_implementations, calibration_key, processor_identity, timing_config,
 )
+from .lean_layers import lean_layers, verification_cached
+from .lean_layers import verified as lean_verified
 from .linear_plan import LinearPlans, measure_linear_plans, planned_linears, step_counter
 from .models import cache_root
 from .pass_timing import pass_timers
@@ -52,8 +54,9 @@ MEASURED_KS = (0, 1, 2, 3, 4, 7, 15, 31, 63)
 # under plans measured again (``PLANS_KIND`` v2: wide forms chosen over both edges of their range); 8, screened
 # from 1 row, not 3; 9, the screen's candidates found in one pass over each row (``screen_candidates``), not by
 # ``torch.topk``, and its product in the form raced faster on the host (``screen_product``); 10, output layers from
-# 24M weights screened (``screened_head.MIN_WEIGHTS``: SmolLM2-135M's passes timed screened)
-CURVE_VERSION = 10
+# 24M weights screened (``screened_head.MIN_WEIGHTS``: SmolLM2-135M's passes timed screened); 11, Llama's decoder
+# layers run lean (``lean_layers``)
+CURVE_VERSION = 11
 
 
 @torch.no_grad()
@@ -94,7 +97,7 @@ def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=1, progress=No
     screened = screen is not None and screen.supported  # the output layer's times then the screen's: none kept
     every = screened and screen.screens(1)  # every pass screened: the output layer's own plan never read
     with planned_linears(model, cached_linear_plans(model, output_layer=not every)), grouped_query_sdpa(model), \
-            clock.installed():
+            lean_layers(model), clock.installed():
         for warm in ends:
             warm()
             if tick is not None:
@@ -243,7 +246,8 @@ def cached_inexact_drafts(model, max_draft=pass_check.MAX_DRAFT, progress=None):
 def calibrated(model, ks=DEFAULT_KS, max_draft=pass_check.MAX_DRAFT, output_layer=False):
     """Whether everything the loop reads for ``model`` is cached (on disk or in this process), so that a
     ``SpeculativeGenerator`` built now measures nothing: the linear layers' plans, the cost curve at ``ks`` and,
-    off the CPU, the exact pass lengths up to ``max_draft``, and where a screen may serve the output layer, its
+    off the CPU, the exact pass lengths up to ``max_draft``, whether lean decoder layers serve (``lean_layers``),
+    and where a screen may serve the output layer, its
     product's form (``screened_head.SCREEN_FORM_KIND``); with ``output_layer``, the output layer's plan kept
     apart too (``OUTPUT_PLAN_KIND``; a greedy run does not read it, a sampled one does). A caller that shows the
     first calibration's progress asks this first, then ``calibrate``s."""
@@ -257,7 +261,8 @@ def calibrated(model, ks=DEFAULT_KS, max_draft=pass_check.MAX_DRAFT, output_laye
         parts.append((cache_file(model, SCREEN_FORM_KIND), decode_form))
     if checks_pass_lengths(model):
         parts.append((cache_file(model, _inexact_kind(max_draft)), _inexact_decoder(max_draft)))
-    return all(read_cached(path, decode, warn=False) is not None for path, decode in parts)
+    return all(read_cached(path, decode, warn=False) is not None for path, decode in parts) \
+        and verification_cached(model)
 
 
 def _check_output_layer(output_layer):
@@ -281,6 +286,7 @@ def calibrate(model, progress=None, ks=DEFAULT_KS, max_draft=pass_check.MAX_DRAF
     check_max_draft(max_draft)
     _check_output_layer(output_layer)
     plans = cached_linear_plans(model, progress, output_layer)
+    lean_verified(model)  # whether the curve's passes run lean layers, as the loop's will (``lean_layers``)
     curve = cached_cost_curve(model, ks, progress)
     screen = ScreenedHead.for_model(model)
     if screen is not None:  # its product's form raced and cached, also for a screen built before ``recalibrate``

@@ -29,6 +29,8 @@ from .acceptance import TokenDraws, accept_choices, greedy_accept, sample_accept
 from .attention import grouped_query_sdpa
 from .calibration import cached_cost_curve, cached_inexact_drafts, cached_linear_plans, checks_pass_lengths
 from .learned_shape import load_learned_shape, save_learned_shape
+from .lean_layers import lean_layers
+from .lean_layers import verified as lean_verified
 from .linear_plan import planned_linears
 from .pass_check import MAX_DRAFT, exact_length, full_precision
 from .proposer_output import may_stage, proposed_draft, staged_rows
@@ -146,6 +148,7 @@ class SpeculativeGenerator:
         accept = greedy_accept
         if plan.do_sample:
             accept = functools.partial(sample_accept, draws=TokenDraws.from_seed(seed, generator))
+        lean_verified(self.model)  # checked (once a model) before any hook of the loop's is on the model
         # the output layer in two stages where the proposer asks for it (``staged_head``), checked at the prefill
         staging = StagedHead(self.model) if may_stage(self.proposer) else None
         with staging.installed() if staging is not None else contextlib.nullcontext():
@@ -171,9 +174,10 @@ class SpeculativeGenerator:
         rows = embedding_rows(self.model)  # the ids a draft may hold
         record_cost = getattr(self.proposer, "record_pass", None)
         # each linear layer's product in its fastest form (the output layer's plan read only where a pass
-        # multiplies by it in fp32, measured on first use); grouped key/value heads attended as they are
+        # multiplies by it in fp32, measured on first use); grouped key/value heads attended as they are; decoder
+        # layers without transformers' plumbing where bit for bit the same (``lean_layers``)
         plans = cached_linear_plans(self.model, output_layer=not verifier.screens(1))
-        with planned_linears(self.model, plans), grouped_query_sdpa(self.model):
+        with planned_linears(self.model, plans), grouped_query_sdpa(self.model), lean_layers(self.model):
             while not done:
                 budget = plan.max_length - ids.shape[1]  # tokens still allowed; one is always the bonus
                 room = positions_left(plan, ids.shape[1])  # the pass feeds the last token, then the draft

@@ -1,0 +1,178 @@
+"""Decoder layers run as the same operations in the same order, without transformers' per-call plumbing.
+
+A verification pass through a small model on a CPU spends much of its time between its products: SmolLM2-135M's
+1-row pass took about 34 ms on a 2-core Xeon, its linear layers 11 ms of it, the rest some forty small operations a
+layer and the Python around them (``nn.Module.__call__`` for every norm, projection and activation, a kwarg
+renaming wrapper and a kernel-hub wrapper on every layer and attention, an attention-function lookup). Within
+``lean_layers(model)``, each decoder layer of a family this module knows (Llama's ``LlamaDecoderLayer``) runs
+``llama_layer``: transformers' own operations, in their order, on the same tensors (each projection's own
+``forward``, so planned linear layers stay planned), so its outputs are bit for bit the model's. SmolLM2's passes
+at k = 0, 1, 3 and 7 drafted tokens took 0.953x, 0.948x, 0.974x and 0.965x the time (session 46, median of 12
+interleaved rounds; "A leaner decoder layer" in ``benchmarks/recorded/README.md``).
+
+It is installed only where that holds here: on the CPU, for layers in eval mode with no hooks on them or their
+parts and no forward replaced by anyone but the linear plans, once a prefill and a pass of the model gave bit for
+bit the logits of transformers' own layers (``verified``, once, cached with the calibration under its key,
+which holds the torch and transformers versions; a layer whose operations changed in another release fails
+it, and the model keeps its own layers).
+"""
+
+import contextlib
+import functools
+import logging
+
+import torch
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.models.llama.modeling_llama import LlamaDecoderLayer, eager_attention_forward
+
+from . import kv_cache
+from .calibration_cache import cache_file, cached, read_cached
+
+logger = logging.getLogger(__name__)
+
+# the calibration cache's name for whether a model's lean layers gave its own logits bit for bit (its key holds the
+# architecture and the torch and transformers versions, on which the operations depend, not the weights)
+LEAN_KIND = "lean-layers-v1"
+_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+
+def _norm(norm, hidden_states):
+    """``LlamaRMSNorm.forward``'s operations."""
+    input_dtype = hidden_states.dtype
+    hidden_states = hidden_states.to(torch.float32)
+    variance = hidden_states.pow(2).mean(-1, keepdim=True)
+    hidden_states = hidden_states * torch.rsqrt(variance + norm.variance_epsilon)
+    return norm.weight * hidden_states.to(input_dtype)
+
+
+def _rotate_half(x):
+    """``rotate_half``'s operations."""
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def llama_layer(layer, hidden_states, attention_mask=None, position_ids=None, cache=None, use_cache=False,
+                position_embeddings=None, **kwargs):
+    """``LlamaDecoderLayer.forward`` of ``layer`` (with its ``LlamaAttention`` and ``LlamaMLP``), operation for
+    operation, each projection through its own ``forward``."""
+    if cache is None:
+        cache = kwargs.pop("past_key_values", None)  # the name transformers' wrapper renames
+    attention = layer.self_attn
+    kwargs = {"position_ids": position_ids, "use_cache": use_cache, **kwargs}  # as the layer passes them on
+    residual = hidden_states
+    hidden_states = _norm(layer.input_layernorm, hidden_states)
+    input_shape = hidden_states.shape[:-1]
+    hidden_shape = (*input_shape, -1, attention.head_dim)
+    query = attention.q_proj.forward(hidden_states).view(hidden_shape).transpose(1, 2)
+    key = attention.k_proj.forward(hidden_states).view(hidden_shape).transpose(1, 2)
+    value = attention.v_proj.forward(hidden_states).view(hidden_shape).transpose(1, 2)
+    cos, sin = position_embeddings
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    query = (query * cos) + (_rotate_half(query) * sin)
+    key = (key * cos) + (_rotate_half(key) * sin)
+    if cache is not None:
+        key, value = cache.update(key, value, attention.layer_idx, kwargs=kwargs)
+    interface = ALL_ATTENTION_FUNCTIONS.get_interface(attention.config._attn_implementation, eager_attention_forward)
+    output, _ = interface(attention, query, key, value, attention_mask, dropout=0.0, scaling=attention.scaling,
+                          **kwargs)
+    output = output.reshape(*input_shape, -1).contiguous()
+    hidden_states = residual + attention.o_proj.forward(output)
+    residual = hidden_states
+    hidden_states = _norm(layer.post_attention_layernorm, hidden_states)
+    mlp = layer.mlp
+    hidden_states = mlp.down_proj.forward(mlp.act_fn(mlp.gate_proj.forward(hidden_states))
+                                          * mlp.up_proj.forward(hidden_states))
+    return residual + hidden_states
+
+
+def _plain(module):
+    """Whether ``module`` runs as its class says: no hooks, in eval mode, and its forward replaced by nobody
+    but the linear plans (a ``functools.partial`` on an ``nn.Linear``)."""
+    if module.training or any(getattr(module, name, None) for name in _HOOKS):
+        return False
+    replaced = module.__dict__.get("forward")
+    return replaced is None or (type(module) is torch.nn.Linear and isinstance(replaced, functools.partial))
+
+
+def lean_candidates(model):
+    """The decoder layers of ``model`` ``llama_layer`` could run: exactly ``LlamaDecoderLayer``s, on the CPU,
+    each plain with all its parts (``_plain``); none where any layer of the model is not, or global module
+    hooks are set."""
+    if model.device.type != "cpu":
+        return []
+    nn_module = torch.nn.modules.module
+    if any(getattr(nn_module, name, None) for name in ("_global_forward_hooks", "_global_forward_pre_hooks",
+                                                       "_global_backward_hooks", "_global_backward_pre_hooks")):
+        return []
+    layers = [m for m in model.modules() if isinstance(m, LlamaDecoderLayer)]
+    if not layers or any(type(m) is not LlamaDecoderLayer or not all(_plain(p) for p in m.modules()) for m in layers):
+        return []
+    return layers
+
+
+@torch.no_grad()
+def _logits_both_ways(model, layers, seed=0):
+    """The logits of a 12-token prefill and a 5-token pass after it, by the model's own layers and by
+    ``llama_layer``: two pairs of tensors."""
+    vocab = model.config.get_text_config().vocab_size
+    ids = torch.randint(0, vocab, (1, 17), generator=torch.Generator().manual_seed(seed)).to(model.device)
+    out = []
+    for lean in (False, True):
+        with _installed(layers) if lean else contextlib.nullcontext():
+            cache = kv_cache.new_cache(model, 32)
+            first = model(input_ids=ids[:, :12], cache=cache, use_cache=True, logits_to_keep=1).logits
+            second = model(input_ids=ids[:, 12:], position_ids=torch.arange(12, 17, device=model.device)[None],
+                           cache=cache, use_cache=True, logits_to_keep=5).logits
+        out.append((first, second))
+    return out
+
+
+def _same_logits(model, layers):
+    (own_first, own_second), (lean_first, lean_second) = _logits_both_ways(model, layers)
+    same = torch.equal(own_first, lean_first) and torch.equal(own_second, lean_second)
+    if not same:
+        logger.info("lean decoder layers differ from %s's own here: not used", type(model).__name__)
+    return same
+
+
+def _decode(data):
+    return data["verified"] if isinstance(data.get("verified"), bool) else None
+
+
+def verified(model):
+    """Whether ``llama_layer`` gives ``model``'s own logits bit for bit here: checked once (about 0.26 s for
+    SmolLM2-135M) and cached with the calibration (``LEAN_KIND``); False where ``lean_candidates`` finds none."""
+    layers = lean_candidates(model)
+    if not layers:
+        return False
+    return cached(model, LEAN_KIND, lambda: _same_logits(model, layers), lambda same: {"verified": same}, _decode)
+
+
+def verification_cached(model):
+    """Whether ``verified`` would measure nothing for ``model`` (``calibration.calibrated`` asks)."""
+    return not lean_candidates(model) or read_cached(cache_file(model, LEAN_KIND), _decode, warn=False) is not None
+
+
+class _installed:
+    """Within the block, each of ``layers`` runs ``llama_layer``."""
+
+    def __init__(self, layers):
+        self.layers = layers
+
+    def __enter__(self):
+        for layer in self.layers:
+            layer.forward = functools.partial(llama_layer, layer)
+        return self
+
+    def __exit__(self, *exc):
+        for layer in self.layers:
+            layer.__dict__.pop("forward", None)
+        return False
+
+
+def lean_layers(model):
+    """A context manager: within it, ``model``'s decoder layers run ``llama_layer`` where ``lean_candidates``
+    finds them and ``verified`` holds (checked on the first call for the model), else nothing changes."""
+    layers = lean_candidates(model)
+    return _installed(layers if layers and verified(model) else [])

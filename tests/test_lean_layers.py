@@ -1,0 +1,99 @@
+"""Lean decoder layers (``lean_layers``): transformers' operations in their order, so the logits bit for bit the
+model's own; installed only where that was checked, and never over hooks, training mode or another forward."""
+
+import logging
+
+import pytest
+import torch
+
+from draftless.integration import SpeculativeGenerator, calibration, kv_cache, lean_layers
+from draftless.integration.lean_layers import lean_candidates, llama_layer, verified
+from draftless.lookup import NullProposer
+
+from proposers import OracleProposer
+from tiny_models import repetitive_prompt, tiny_model
+
+
+@torch.no_grad()
+def logits_of_passes(model, ids, cuts):
+    """Logits of a prefill up to ``cuts[0]`` and of a pass over each later span, through the loop's cache."""
+    cache = kv_cache.new_cache(model, ids.shape[1] + 1)
+    out = [model(input_ids=ids[:, :cuts[0]], cache=cache, use_cache=True, logits_to_keep=1).logits]
+    for start, stop in zip(cuts, cuts[1:]):
+        out.append(model(input_ids=ids[:, start:stop], position_ids=torch.arange(start, stop)[None], cache=cache,
+                         use_cache=True, logits_to_keep=stop - start).logits)
+    return out
+
+
+def test_llama_layers_give_the_models_own_logits_bit_for_bit(cache_dir):
+    model = tiny_model("llama")
+    ids = repetitive_prompt(40, seed=3)
+    cuts = [20, 21, 24, 32, 40]  # passes of 1, 3, 8 and 8 tokens after a prefill
+    own = logits_of_passes(model, ids, cuts)
+    assert verified(model) and len(lean_candidates(model)) == model.config.num_hidden_layers
+    with lean_layers.lean_layers(model):
+        assert all("forward" in layer.__dict__ for layer in model.model.layers)
+        lean = logits_of_passes(model, ids, cuts)
+    assert not any("forward" in layer.__dict__ for layer in model.model.layers)  # taken off on the way out
+    assert all(torch.equal(a, b) for a, b in zip(own, lean))
+
+
+@pytest.mark.parametrize("proposer", [NullProposer, "oracle"])
+def test_generation_runs_lean_layers_and_equals_generate(cache_dir, monkeypatch, proposer):
+    model = tiny_model("llama")
+    prompt = repetitive_prompt(24, seed=5)
+    want = model.generate(prompt, max_new_tokens=30, do_sample=False, eos_token_id=None)
+    calls = []
+    monkeypatch.setattr(lean_layers, "llama_layer", lambda *a, **k: calls.append(1) or llama_layer(*a, **k))
+    drafts = NullProposer() if proposer is NullProposer else OracleProposer(want[0].tolist(), length=6)
+    got = SpeculativeGenerator(model, proposer=drafts).generate(prompt, max_new_tokens=30, eos_token_id=None)
+    assert torch.equal(got, want) and calls  # the loop's passes ran the lean layers
+
+
+@pytest.mark.parametrize("kind", ["gemma3", "qwen2", "gpt2"])
+def test_other_families_keep_their_own_layers(cache_dir, kind):
+    model = tiny_model(kind)
+    assert lean_candidates(model) == [] and not verified(model)
+    with lean_layers.lean_layers(model):
+        assert not any("forward" in m.__dict__ for m in model.modules() if not isinstance(m, torch.nn.Linear))
+
+
+def test_hooks_training_and_a_replaced_forward_keep_the_models_layers(cache_dir):
+    model = tiny_model("llama")
+    handle = model.model.layers[1].mlp.register_forward_hook(lambda *args: None)
+    assert lean_candidates(model) == []
+    handle.remove()
+    model.train()
+    assert lean_candidates(model) == []
+    model.eval()
+    model.model.layers[0].input_layernorm.forward = lambda x: x  # someone else's forward on a part
+    assert lean_candidates(model) == []
+    del model.model.layers[0].input_layernorm.forward
+    assert len(lean_candidates(model)) == model.config.num_hidden_layers
+
+
+def test_layers_that_differ_from_the_models_are_not_used(cache_dir, monkeypatch, caplog):
+    model = tiny_model("llama")
+    real_norm = lean_layers._norm
+    monkeypatch.setattr(lean_layers, "_norm", lambda norm, x: real_norm(norm, x) * (1 + 2 ** -20))  # one ulp off
+    with caplog.at_level(logging.INFO, logger="draftless.integration.lean_layers"):
+        assert not verified(model)
+    assert "differ" in caplog.text
+    with lean_layers.lean_layers(model):
+        assert not any("forward" in layer.__dict__ for layer in model.model.layers)
+
+
+def test_the_check_is_cached_with_the_calibration(cache_dir, monkeypatch):
+    model = tiny_model("llama")
+    checks = []
+    real = lean_layers._same_logits
+    monkeypatch.setattr(lean_layers, "_same_logits", lambda *a: checks.append(1) or real(*a))
+    calibration.calibrate(model)
+    assert calibration.calibrated(model) and checks == [1]
+    assert any(lean_layers.LEAN_KIND in p.name for p in (cache_dir / "calibration").iterdir())
+    calibration._MEMO.clear()  # a new process: read from disk, not checked again
+    assert verified(model) and checks == [1]
+    for path in (cache_dir / "calibration").glob(f"*{lean_layers.LEAN_KIND}*"):
+        path.unlink()
+    calibration._MEMO.clear()
+    assert not calibration.calibrated(model)  # the loop would check: not yet calibrated
