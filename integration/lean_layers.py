@@ -4,16 +4,17 @@ A verification pass through a small model on a CPU spends much of its time betwe
 1-row pass took about 34 ms on a 2-core Xeon, its linear layers 11 ms of it, the rest some forty small operations a
 layer and the Python around them (``nn.Module.__call__`` for every norm, projection and activation, a kwarg
 renaming wrapper and a kernel-hub wrapper on every layer and attention, an attention-function lookup). Within
-``lean_layers(model)``, each decoder layer of a family this module knows (Llama's ``LlamaDecoderLayer``) runs
-``llama_layer``: transformers' own operations, in their order, on the same tensors (each projection's own
-``forward``, so planned linear layers stay planned), so its outputs are bit for bit the model's. SmolLM2's passes
-at k = 0, 1, 3 and 7 drafted tokens took 0.953x, 0.948x, 0.974x and 0.965x the time (session 46, median of 12
-interleaved rounds; "A leaner decoder layer" in ``benchmarks/recorded/README.md``).
+``lean_layers(model)``, each decoder layer of a family this module knows (``LEAN_FORWARDS``: Llama's and Gemma 3's)
+runs its forward here (``llama_layer``, ``gemma3_layer``): transformers' own operations, in their order, on the
+same tensors (each projection's own ``forward``, so planned linear layers stay planned), so its outputs are bit for
+bit the model's. SmolLM2's passes at k = 0, 1, 3 and 7 drafted tokens took 0.953x, 0.948x, 0.974x and 0.965x the
+time (session 46, median of 12 interleaved rounds), and side by side its code_edit decoded 1.043x as fast, its
+math, qa, rag and translation 1.027-1.053x ("Lean decoder layers" in ``benchmarks/recorded/README.md``).
 
 It is installed only where that holds here: on the CPU, for layers in eval mode with no hooks on them or their
 parts and no forward replaced by anyone but the linear plans, once a prefill and a pass of the model gave bit for
-bit the logits of transformers' own layers (``verified``, once, cached with the calibration under its key,
-which holds the torch and transformers versions; a layer whose operations changed in another release fails
+bit the last hidden states of transformers' own layers (``verified``, once, cached with the calibration under its
+key, which holds the torch and transformers versions; a layer whose operations changed in another release fails
 it, and the model keeps its own layers).
 """
 
@@ -23,6 +24,8 @@ import logging
 
 import torch
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.models.gemma3.modeling_gemma3 import Gemma3DecoderLayer
+from transformers.models.gemma3.modeling_gemma3 import eager_attention_forward as gemma3_eager
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer, eager_attention_forward
 
 from . import kv_cache
@@ -86,6 +89,57 @@ def llama_layer(layer, hidden_states, attention_mask=None, position_ids=None, ca
     return residual + hidden_states
 
 
+def _gemma3_norm(norm, x):
+    """``Gemma3RMSNorm.forward``'s operations."""
+    output = x.float()
+    output = output * torch.rsqrt(output.pow(2).mean(-1, keepdim=True) + norm.eps)
+    output = output * (1.0 + norm.weight.float())
+    return output.type_as(x)
+
+
+def gemma3_layer(layer, hidden_states, position_embeddings=None, attention_mask=None, position_ids=None, cache=None,
+                 **kwargs):
+    """``Gemma3DecoderLayer.forward`` of ``layer`` (with its ``Gemma3Attention`` and ``Gemma3MLP``), operation for
+    operation, each projection through its own ``forward``; the mask and rotary tables of the layer's type (sliding
+    or global) come from the model, as they come to transformers' layer."""
+    if cache is None:
+        cache = kwargs.pop("past_key_values", None)
+    attention = layer.self_attn
+    kwargs = {"position_ids": position_ids, **kwargs}
+    residual = hidden_states
+    hidden_states = _gemma3_norm(layer.input_layernorm, hidden_states)
+    input_shape = hidden_states.shape[:-1]
+    hidden_shape = (*input_shape, -1, attention.head_dim)
+    query = attention.q_proj.forward(hidden_states).view(hidden_shape).transpose(1, 2)
+    key = attention.k_proj.forward(hidden_states).view(hidden_shape).transpose(1, 2)
+    value = attention.v_proj.forward(hidden_states).view(hidden_shape).transpose(1, 2)
+    query = _gemma3_norm(attention.q_norm, query)
+    key = _gemma3_norm(attention.k_norm, key)
+    cos, sin = position_embeddings
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    query = (query * cos) + (_rotate_half(query) * sin)
+    key = (key * cos) + (_rotate_half(key) * sin)
+    if cache is not None:
+        key, value = cache.update(key, value, attention.layer_idx, kwargs=kwargs)
+    interface = ALL_ATTENTION_FUNCTIONS.get_interface(attention.config._attn_implementation, gemma3_eager)
+    output, _ = interface(attention, query, key, value, attention_mask, dropout=0.0, scaling=attention.scaling,
+                          sliding_window=attention.sliding_window, **kwargs)
+    output = output.reshape(*input_shape, -1).contiguous()
+    hidden_states = _gemma3_norm(layer.post_attention_layernorm, attention.o_proj.forward(output))
+    hidden_states = residual + hidden_states
+    residual = hidden_states
+    hidden_states = _gemma3_norm(layer.pre_feedforward_layernorm, hidden_states)
+    mlp = layer.mlp
+    hidden_states = mlp.down_proj.forward(mlp.act_fn(mlp.gate_proj.forward(hidden_states))
+                                          * mlp.up_proj.forward(hidden_states))
+    hidden_states = _gemma3_norm(layer.post_feedforward_layernorm, hidden_states)
+    return residual + hidden_states
+
+
+# the decoder layer classes this module runs lean, each by the name of its forward here (looked up when installed)
+LEAN_FORWARDS = {LlamaDecoderLayer: "llama_layer", Gemma3DecoderLayer: "gemma3_layer"}
+
+
 def _plain(module):
     """Whether ``module`` runs as its class says: no hooks, in eval mode, and its forward replaced by nobody
     but the linear plans (a ``functools.partial`` on an ``nn.Linear``)."""
@@ -96,7 +150,7 @@ def _plain(module):
 
 
 def lean_candidates(model):
-    """The decoder layers of ``model`` ``llama_layer`` could run: exactly ``LlamaDecoderLayer``s, on the CPU,
+    """The decoder layers of ``model`` this module could run: exactly of a class in ``LEAN_FORWARDS``, on the CPU,
     each plain with all its parts (``_plain``); none where any layer of the model is not, or global module
     hooks are set."""
     if model.device.type != "cpu":
@@ -105,31 +159,32 @@ def lean_candidates(model):
     if any(getattr(nn_module, name, None) for name in ("_global_forward_hooks", "_global_forward_pre_hooks",
                                                        "_global_backward_hooks", "_global_backward_pre_hooks")):
         return []
-    layers = [m for m in model.modules() if isinstance(m, LlamaDecoderLayer)]
-    if not layers or any(type(m) is not LlamaDecoderLayer or not all(_plain(p) for p in m.modules()) for m in layers):
-        return []
+    layers = [m for m in model.modules() if isinstance(m, tuple(LEAN_FORWARDS))]
+    if not layers or any(type(m) not in LEAN_FORWARDS or not all(_plain(p) for p in m.modules()) for m in layers):
+        return []  # a subclass may compute otherwise
     return layers
 
 
 @torch.no_grad()
-def _logits_both_ways(model, layers, seed=0):
-    """The logits of a 12-token prefill and a 5-token pass after it, by the model's own layers and by
-    ``llama_layer``: two pairs of tensors."""
+def _states_both_ways(model, layers, seed=0):
+    """The last hidden states (the output layer's input: equal states, equal logits) of a 12-token prefill and a
+    5-token pass after it, by the model's own layers and by the lean ones: two pairs of tensors."""
     vocab = model.config.get_text_config().vocab_size
     ids = torch.randint(0, vocab, (1, 17), generator=torch.Generator().manual_seed(seed)).to(model.device)
+    base = model.base_model
     out = []
     for lean in (False, True):
         with _installed(layers) if lean else contextlib.nullcontext():
             cache = kv_cache.new_cache(model, 32)
-            first = model(input_ids=ids[:, :12], cache=cache, use_cache=True, logits_to_keep=1).logits
-            second = model(input_ids=ids[:, 12:], position_ids=torch.arange(12, 17, device=model.device)[None],
-                           cache=cache, use_cache=True, logits_to_keep=5).logits
+            first = base(input_ids=ids[:, :12], cache=cache, use_cache=True).last_hidden_state
+            second = base(input_ids=ids[:, 12:], position_ids=torch.arange(12, 17, device=model.device)[None],
+                          cache=cache, use_cache=True).last_hidden_state
         out.append((first, second))
     return out
 
 
 def _same_logits(model, layers):
-    (own_first, own_second), (lean_first, lean_second) = _logits_both_ways(model, layers)
+    (own_first, own_second), (lean_first, lean_second) = _states_both_ways(model, layers)
     same = torch.equal(own_first, lean_first) and torch.equal(own_second, lean_second)
     if not same:
         logger.info("lean decoder layers differ from %s's own here: not used", type(model).__name__)
@@ -141,8 +196,8 @@ def _decode(data):
 
 
 def verified(model):
-    """Whether ``llama_layer`` gives ``model``'s own logits bit for bit here: checked once (about 0.26 s for
-    SmolLM2-135M) and cached with the calibration (``LEAN_KIND``); False where ``lean_candidates`` finds none."""
+    """Whether the lean layers give ``model``'s own logits bit for bit here: checked once (about 0.2 s for
+    SmolLM2-135M and Gemma 3 270M) and cached with the calibration (``LEAN_KIND``); False where ``lean_candidates`` finds none."""
     layers = lean_candidates(model)
     if not layers:
         return False
@@ -155,14 +210,14 @@ def verification_cached(model):
 
 
 class _installed:
-    """Within the block, each of ``layers`` runs ``llama_layer``."""
+    """Within the block, each of ``layers`` runs its lean forward (``LEAN_FORWARDS``)."""
 
     def __init__(self, layers):
         self.layers = layers
 
     def __enter__(self):
         for layer in self.layers:
-            layer.forward = functools.partial(llama_layer, layer)
+            layer.forward = functools.partial(globals()[LEAN_FORWARDS[type(layer)]], layer)
         return self
 
     def __exit__(self, *exc):
@@ -172,7 +227,7 @@ class _installed:
 
 
 def lean_layers(model):
-    """A context manager: within it, ``model``'s decoder layers run ``llama_layer`` where ``lean_candidates``
+    """A context manager: within it, ``model``'s decoder layers run lean where ``lean_candidates``
     finds them and ``verified`` holds (checked on the first call for the model), else nothing changes."""
     layers = lean_candidates(model)
     return _installed(layers if layers and verified(model) else [])
