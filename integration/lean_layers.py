@@ -9,7 +9,8 @@ runs its forward here (``llama_layer``, ``gemma3_layer``): transformers' own ope
 same tensors (each projection's own ``forward``, so planned linear layers stay planned), so its outputs are bit for
 bit the model's. SmolLM2's passes at k = 0, 1, 3 and 7 drafted tokens took 0.953x, 0.948x, 0.974x and 0.965x the
 time (session 46, median of 12 interleaved rounds), and side by side its code_edit decoded 1.043x as fast, its
-math, qa, rag and translation 1.027-1.053x ("Lean decoder layers" in ``benchmarks/recorded/README.md``).
+math, qa, rag and translation 1.027-1.053x; Gemma 3 270M's 1.027x and 1.019-1.030x ("Lean decoder layers" in
+``benchmarks/recorded/README.md``).
 
 It is installed only where that holds here: on the CPU, for layers in eval mode with no hooks on them or their
 parts and no forward replaced by anyone but the linear plans, once a prefill and a pass of the model gave bit for
