@@ -85,11 +85,17 @@ def test_layers_that_differ_from_the_models_are_not_used(cache_dir, monkeypatch,
         assert not any("forward" in layer.__dict__ for layer in model.model.layers)
 
 
+def test_a_check_that_cannot_run_leaves_the_models_layers(cache_dir, monkeypatch):
+    model = tiny_model("llama")
+    monkeypatch.setattr(lean_layers, "_states_both_ways", lambda *a: 1 / 0)
+    assert not verified(model)
+
+
 def test_the_check_is_cached_with_the_calibration(cache_dir, monkeypatch):
     model = tiny_model("llama")
     checks = []
-    real = lean_layers._same_logits
-    monkeypatch.setattr(lean_layers, "_same_logits", lambda *a: checks.append(1) or real(*a))
+    real = lean_layers._same_states
+    monkeypatch.setattr(lean_layers, "_same_states", lambda *a: checks.append(1) or real(*a))
     calibration.calibrate(model)
     assert calibration.calibrated(model) and checks == [1]
     assert any(lean_layers.LEAN_KIND in p.name for p in (cache_dir / "calibration").iterdir())
