@@ -56,6 +56,38 @@ def _rotate_half(x):
     return torch.cat((-x2, x1), dim=-1)
 
 
+def _projected(attention, hidden_states):
+    """The attention's query, key and value, as its forward shapes them (batch, heads, positions, head size)."""
+    hidden_shape = (*hidden_states.shape[:-1], -1, attention.head_dim)
+    return tuple(proj.forward(hidden_states).view(hidden_shape).transpose(1, 2)
+                 for proj in (attention.q_proj, attention.k_proj, attention.v_proj))
+
+
+def _rotated(query, key, position_embeddings):
+    """``apply_rotary_pos_emb``'s operations."""
+    cos, sin = position_embeddings
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    return (query * cos) + (_rotate_half(query) * sin), (key * cos) + (_rotate_half(key) * sin)
+
+
+def _attended(attention, query, key, value, attention_mask, cache, eager, kwargs, **extra):
+    """The attention's output before its output projection: the cache updated, then the model's attention
+    function (``eager`` where it names none) as the attention's forward calls it, ``extra`` among its kwargs."""
+    input_shape = query.shape[:1] + query.shape[2:3]  # (batch, positions)
+    if cache is not None:
+        key, value = cache.update(key, value, attention.layer_idx, kwargs=kwargs)
+    interface = ALL_ATTENTION_FUNCTIONS.get_interface(attention.config._attn_implementation, eager)
+    output, _ = interface(attention, query, key, value, attention_mask, dropout=0.0, scaling=attention.scaling,
+                          **extra, **kwargs)
+    return output.reshape(*input_shape, -1).contiguous()
+
+
+def _mlp(mlp, hidden_states):
+    """``LlamaMLP``'s and ``Gemma3MLP``'s forward."""
+    gated = mlp.act_fn(mlp.gate_proj.forward(hidden_states))
+    return mlp.down_proj.forward(gated * mlp.up_proj.forward(hidden_states))
+
+
 def llama_layer(layer, hidden_states, attention_mask=None, position_ids=None, cache=None, use_cache=False,
                 position_embeddings=None, **kwargs):
     """``LlamaDecoderLayer.forward`` of ``layer`` (with its ``LlamaAttention`` and ``LlamaMLP``), operation for
@@ -65,29 +97,11 @@ def llama_layer(layer, hidden_states, attention_mask=None, position_ids=None, ca
     attention = layer.self_attn
     kwargs = {"position_ids": position_ids, "use_cache": use_cache, **kwargs}  # as the layer passes them on
     residual = hidden_states
-    hidden_states = _norm(layer.input_layernorm, hidden_states)
-    input_shape = hidden_states.shape[:-1]
-    hidden_shape = (*input_shape, -1, attention.head_dim)
-    query = attention.q_proj.forward(hidden_states).view(hidden_shape).transpose(1, 2)
-    key = attention.k_proj.forward(hidden_states).view(hidden_shape).transpose(1, 2)
-    value = attention.v_proj.forward(hidden_states).view(hidden_shape).transpose(1, 2)
-    cos, sin = position_embeddings
-    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-    query = (query * cos) + (_rotate_half(query) * sin)
-    key = (key * cos) + (_rotate_half(key) * sin)
-    if cache is not None:
-        key, value = cache.update(key, value, attention.layer_idx, kwargs=kwargs)
-    interface = ALL_ATTENTION_FUNCTIONS.get_interface(attention.config._attn_implementation, eager_attention_forward)
-    output, _ = interface(attention, query, key, value, attention_mask, dropout=0.0, scaling=attention.scaling,
-                          **kwargs)
-    output = output.reshape(*input_shape, -1).contiguous()
+    query, key, value = _projected(attention, _norm(layer.input_layernorm, hidden_states))
+    query, key = _rotated(query, key, position_embeddings)
+    output = _attended(attention, query, key, value, attention_mask, cache, eager_attention_forward, kwargs)
     hidden_states = residual + attention.o_proj.forward(output)
-    residual = hidden_states
-    hidden_states = _norm(layer.post_attention_layernorm, hidden_states)
-    mlp = layer.mlp
-    hidden_states = mlp.down_proj.forward(mlp.act_fn(mlp.gate_proj.forward(hidden_states))
-                                          * mlp.up_proj.forward(hidden_states))
-    return residual + hidden_states
+    return hidden_states + _mlp(layer.mlp, _norm(layer.post_attention_layernorm, hidden_states))
 
 
 def _gemma3_norm(norm, x):
@@ -108,33 +122,14 @@ def gemma3_layer(layer, hidden_states, position_embeddings=None, attention_mask=
     attention = layer.self_attn
     kwargs = {"position_ids": position_ids, **kwargs}
     residual = hidden_states
-    hidden_states = _gemma3_norm(layer.input_layernorm, hidden_states)
-    input_shape = hidden_states.shape[:-1]
-    hidden_shape = (*input_shape, -1, attention.head_dim)
-    query = attention.q_proj.forward(hidden_states).view(hidden_shape).transpose(1, 2)
-    key = attention.k_proj.forward(hidden_states).view(hidden_shape).transpose(1, 2)
-    value = attention.v_proj.forward(hidden_states).view(hidden_shape).transpose(1, 2)
-    query = _gemma3_norm(attention.q_norm, query)
-    key = _gemma3_norm(attention.k_norm, key)
-    cos, sin = position_embeddings
-    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-    query = (query * cos) + (_rotate_half(query) * sin)
-    key = (key * cos) + (_rotate_half(key) * sin)
-    if cache is not None:
-        key, value = cache.update(key, value, attention.layer_idx, kwargs=kwargs)
-    interface = ALL_ATTENTION_FUNCTIONS.get_interface(attention.config._attn_implementation, gemma3_eager)
-    output, _ = interface(attention, query, key, value, attention_mask, dropout=0.0, scaling=attention.scaling,
-                          sliding_window=attention.sliding_window, **kwargs)
-    output = output.reshape(*input_shape, -1).contiguous()
-    hidden_states = _gemma3_norm(layer.post_attention_layernorm, attention.o_proj.forward(output))
-    hidden_states = residual + hidden_states
-    residual = hidden_states
-    hidden_states = _gemma3_norm(layer.pre_feedforward_layernorm, hidden_states)
-    mlp = layer.mlp
-    hidden_states = mlp.down_proj.forward(mlp.act_fn(mlp.gate_proj.forward(hidden_states))
-                                          * mlp.up_proj.forward(hidden_states))
-    hidden_states = _gemma3_norm(layer.post_feedforward_layernorm, hidden_states)
-    return residual + hidden_states
+    query, key, value = _projected(attention, _gemma3_norm(layer.input_layernorm, hidden_states))
+    query, key = _rotated(_gemma3_norm(attention.q_norm, query), _gemma3_norm(attention.k_norm, key),
+                          position_embeddings)
+    output = _attended(attention, query, key, value, attention_mask, cache, gemma3_eager, kwargs,
+                       sliding_window=attention.sliding_window)
+    hidden_states = residual + _gemma3_norm(layer.post_attention_layernorm, attention.o_proj.forward(output))
+    mlp_out = _mlp(layer.mlp, _gemma3_norm(layer.pre_feedforward_layernorm, hidden_states))
+    return hidden_states + _gemma3_norm(layer.post_feedforward_layernorm, mlp_out)
 
 
 # the decoder layer classes this module runs lean, each by the name of its forward here (looked up when installed)
