@@ -151,9 +151,7 @@ def lean_candidates(model):
     hooks are set."""
     if model.device.type != "cpu":
         return []
-    nn_module = torch.nn.modules.module
-    if any(getattr(nn_module, name, None) for name in ("_global_forward_hooks", "_global_forward_pre_hooks",
-                                                       "_global_backward_hooks", "_global_backward_pre_hooks")):
+    if any(getattr(torch.nn.modules.module, "_global" + name, None) for name in _HOOKS):
         return []
     layers = [m for m in model.modules() if isinstance(m, tuple(LEAN_FORWARDS))]
     if not layers or any(type(m) not in LEAN_FORWARDS or not all(_plain(p) for p in m.modules()) for m in layers):

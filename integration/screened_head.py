@@ -81,8 +81,8 @@ def native_bf16():
 @torch.no_grad()
 def bfloat16_copy(weight):
     """``(weight in bfloat16, norms)``: norms the nine largest row norms ``error_bound`` takes (``weight_norms``:
-    L2, L1 and max of the weight, of its bfloat16 rounding and of the copy), nan where a weight is nan, inf where
-    one is infinite."""
+    L2, L1 and max of the weight, of its bfloat16 rounding and of the copy), all nan where a weight is nan, not
+    all finite where a weight or its copy is infinite."""
     low = weight.to(torch.bfloat16).contiguous()
     return low, weight_norms(weight, low)
 
