@@ -55,8 +55,8 @@ MEASURED_KS = (0, 1, 2, 3, 4, 7, 15, 31, 63)
 # from 1 row, not 3; 9, the screen's candidates found in one pass over each row (``screen_candidates``), not by
 # ``torch.topk``, and its product in the form raced faster on the host (``screen_product``); 10, output layers from
 # 24M weights screened (``screened_head.MIN_WEIGHTS``: SmolLM2-135M's passes timed screened); 11, Llama's and
-# Gemma 3's decoder layers run lean (``lean_layers``)
-CURVE_VERSION = 11
+# Gemma 3's decoder layers run lean (``lean_layers``); 12, Mistral's, Qwen2's and Qwen3's too
+CURVE_VERSION = 12
 
 
 @torch.no_grad()

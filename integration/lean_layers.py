@@ -4,13 +4,16 @@ A verification pass through a small model on a CPU spends much of its time betwe
 1-row pass took about 34 ms on a 2-core Xeon, its linear layers 11 ms of it, the rest some forty small operations a
 layer and the Python around them (``nn.Module.__call__`` for every norm, projection and activation, a kwarg
 renaming wrapper and a kernel-hub wrapper on every layer and attention, an attention-function lookup). Within
-``lean_layers(model)``, each decoder layer of a family this module knows (``LEAN_FORWARDS``: Llama's and Gemma 3's)
-runs its forward here (``llama_layer``, ``gemma3_layer``): transformers' own operations, in their order, on the
-same tensors (each projection's own ``forward``, so planned linear layers stay planned), so its outputs are bit for
-bit the model's. SmolLM2's passes at k = 0, 1, 3 and 7 drafted tokens took 0.953x, 0.948x, 0.974x and 0.965x the
-time (session 46, median of 12 interleaved rounds), and side by side its code_edit decoded 1.043x as fast, its
-math, qa, rag and translation 1.027-1.053x; Gemma 3 270M's 1.027x and 1.019-1.030x ("Lean decoder layers" in
-``benchmarks/recorded/README.md``).
+``lean_layers(model)``, each decoder layer of a family this module knows (``LEAN_FORWARDS``: Llama's, Mistral's,
+Qwen2's, Qwen3's and Gemma 3's) runs its forward here (``llama_layer`` and the others): transformers' own
+operations, in their order, on the same tensors (each projection's own ``forward``, so planned linear layers stay
+planned), so its outputs are bit for bit the model's. SmolLM2's passes at k = 0, 1, 3 and 7 drafted tokens took
+0.953x, 0.948x, 0.974x and 0.965x the time (session 46, median of 12 interleaved rounds), and side by side its
+code_edit decoded 1.043x as fast, its math, qa, rag and translation 1.027-1.053x; Gemma 3 270M's 1.027x and
+1.019-1.030x ("Lean decoder layers" in ``benchmarks/recorded/README.md``). Random models of Qwen2.5-0.5B's and
+Qwen3-0.6B's shapes (larger layers, the same plumbing) passed at k = 0, 3, 7 and 15 in 0.977x, 0.993x, 0.983x and
+0.994x, and 0.971x, 0.980x, 0.981x and 0.976x the time (session 47, ``python -m benchmarks.lean_passes --shape
+qwen2-0.5b``).
 
 It is installed only where that holds here: on the CPU, for layers in eval mode with no hooks on them or their
 parts and no forward replaced by anyone but the linear plans, once a prefill and a pass of the model gave bit for
@@ -28,6 +31,12 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.gemma3.modeling_gemma3 import Gemma3DecoderLayer
 from transformers.models.gemma3.modeling_gemma3 import eager_attention_forward as gemma3_eager
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer, eager_attention_forward
+from transformers.models.mistral.modeling_mistral import MistralDecoderLayer
+from transformers.models.mistral.modeling_mistral import eager_attention_forward as mistral_eager
+from transformers.models.qwen2.modeling_qwen2 import Qwen2DecoderLayer
+from transformers.models.qwen2.modeling_qwen2 import eager_attention_forward as qwen2_eager
+from transformers.models.qwen3.modeling_qwen3 import Qwen3DecoderLayer
+from transformers.models.qwen3.modeling_qwen3 import eager_attention_forward as qwen3_eager
 
 from . import kv_cache
 from .calibration_cache import cache_file, cached, read_cached
@@ -41,7 +50,7 @@ _HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_
 
 
 def _norm(norm, hidden_states):
-    """``LlamaRMSNorm.forward``'s operations."""
+    """``LlamaRMSNorm.forward``'s operations (Mistral's, Qwen2's and Qwen3's RMS norms are the same)."""
     input_dtype = hidden_states.dtype
     hidden_states = hidden_states.to(torch.float32)
     variance = hidden_states.pow(2).mean(-1, keepdim=True)
@@ -56,11 +65,15 @@ def _rotate_half(x):
     return torch.cat((-x2, x1), dim=-1)
 
 
-def _projected(attention, hidden_states):
-    """The attention's query, key and value, as its forward shapes them (batch, heads, positions, head size)."""
+def _projected(attention, hidden_states, head_norms=False):
+    """The attention's query, key and value, as its forward shapes them (batch, heads, positions, head size);
+    with ``head_norms`` (Qwen3's), the query and key each through its own RMS norm over the head size first."""
     hidden_shape = (*hidden_states.shape[:-1], -1, attention.head_dim)
-    return tuple(proj.forward(hidden_states).view(hidden_shape).transpose(1, 2)
-                 for proj in (attention.q_proj, attention.k_proj, attention.v_proj))
+    query, key, value = (proj.forward(hidden_states).view(hidden_shape)
+                         for proj in (attention.q_proj, attention.k_proj, attention.v_proj))
+    if head_norms:
+        query, key = _norm(attention.q_norm, query), _norm(attention.k_norm, key)
+    return query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2)
 
 
 def _rotated(query, key, position_embeddings):
@@ -88,20 +101,54 @@ def _mlp(mlp, hidden_states):
     return mlp.down_proj.forward(gated * mlp.up_proj.forward(hidden_states))
 
 
-def llama_layer(layer, hidden_states, attention_mask=None, position_ids=None, cache=None, use_cache=False,
-                position_embeddings=None, **kwargs):
-    """``LlamaDecoderLayer.forward`` of ``layer`` (with its ``LlamaAttention`` and ``LlamaMLP``), operation for
-    operation, each projection through its own ``forward``."""
+def _rope_layer(layer, hidden_states, eager, extra, attention_mask, position_ids, cache, use_cache,
+                position_embeddings, kwargs, head_norms=False):
+    """The decoder layer of Llama and the families that copy it (pre-norm attention with rotary embeddings, a
+    gated MLP), its attention's function given ``extra`` kwargs (a sliding window) and ``eager`` as fallback."""
     if cache is None:
         cache = kwargs.pop("past_key_values", None)  # the name transformers' wrapper renames
     attention = layer.self_attn
     kwargs = {"position_ids": position_ids, "use_cache": use_cache, **kwargs}  # as the layer passes them on
     residual = hidden_states
-    query, key, value = _projected(attention, _norm(layer.input_layernorm, hidden_states))
+    query, key, value = _projected(attention, _norm(layer.input_layernorm, hidden_states), head_norms)
     query, key = _rotated(query, key, position_embeddings)
-    output = _attended(attention, query, key, value, attention_mask, cache, eager_attention_forward, kwargs)
+    output = _attended(attention, query, key, value, attention_mask, cache, eager, kwargs, **extra)
     hidden_states = residual + attention.o_proj.forward(output)
     return hidden_states + _mlp(layer.mlp, _norm(layer.post_attention_layernorm, hidden_states))
+
+
+def llama_layer(layer, hidden_states, attention_mask=None, position_ids=None, cache=None, use_cache=False,
+                position_embeddings=None, **kwargs):
+    """``LlamaDecoderLayer.forward`` of ``layer`` (with its ``LlamaAttention`` and ``LlamaMLP``), operation for
+    operation, each projection through its own ``forward``."""
+    return _rope_layer(layer, hidden_states, eager_attention_forward, {}, attention_mask, position_ids, cache,
+                       use_cache, position_embeddings, kwargs)
+
+
+def mistral_layer(layer, hidden_states, attention_mask=None, position_ids=None, cache=None, use_cache=False,
+                  position_embeddings=None, **kwargs):
+    """``MistralDecoderLayer.forward``: Llama's, its attention given the config's sliding window."""
+    extra = {"sliding_window": getattr(layer.self_attn.config, "sliding_window", None)}
+    return _rope_layer(layer, hidden_states, mistral_eager, extra, attention_mask, position_ids, cache, use_cache,
+                       position_embeddings, kwargs)
+
+
+def qwen2_layer(layer, hidden_states, attention_mask=None, position_ids=None, cache=None, use_cache=False,
+                position_embeddings=None, **kwargs):
+    """``Qwen2DecoderLayer.forward``: Llama's (its query, key and value projections with biases, which their
+    own ``forward`` adds), its attention given the layer's sliding window (None on a full-attention layer)."""
+    extra = {"sliding_window": layer.self_attn.sliding_window}
+    return _rope_layer(layer, hidden_states, qwen2_eager, extra, attention_mask, position_ids, cache, use_cache,
+                       position_embeddings, kwargs)
+
+
+def qwen3_layer(layer, hidden_states, attention_mask=None, position_ids=None, cache=None, use_cache=False,
+                position_embeddings=None, **kwargs):
+    """``Qwen3DecoderLayer.forward``: Qwen2's, with the query and key normed over each head before the rotary
+    embedding."""
+    extra = {"sliding_window": layer.self_attn.sliding_window}
+    return _rope_layer(layer, hidden_states, qwen3_eager, extra, attention_mask, position_ids, cache, use_cache,
+                       position_embeddings, kwargs, head_norms=True)
 
 
 def _gemma3_norm(norm, x):
@@ -133,7 +180,9 @@ def gemma3_layer(layer, hidden_states, position_embeddings=None, attention_mask=
 
 
 # the decoder layer classes this module runs lean, each by the name of its forward here (looked up when installed)
-LEAN_FORWARDS = {LlamaDecoderLayer: "llama_layer", Gemma3DecoderLayer: "gemma3_layer"}
+LEAN_FORWARDS = {LlamaDecoderLayer: "llama_layer", Gemma3DecoderLayer: "gemma3_layer",
+                 MistralDecoderLayer: "mistral_layer", Qwen2DecoderLayer: "qwen2_layer",
+                 Qwen3DecoderLayer: "qwen3_layer"}
 
 
 def _plain(module):

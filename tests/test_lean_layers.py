@@ -1,17 +1,20 @@
 """Lean decoder layers (``lean_layers``): transformers' operations in their order, so the logits bit for bit the
 model's own; installed only where that was checked, and never over hooks, training mode or another forward."""
 
+import json
 import logging
 
 import pytest
 import torch
 
 from draftless.integration import SpeculativeGenerator, calibration, kv_cache, lean_layers
-from draftless.integration.lean_layers import gemma3_layer, lean_candidates, llama_layer, verified
+from draftless.integration.lean_layers import (
+    gemma3_layer, lean_candidates, llama_layer, mistral_layer, qwen2_layer, qwen3_layer, verified,
+)
 from draftless.lookup import NullProposer
 
 from proposers import OracleProposer
-from tiny_models import repetitive_prompt, tiny_model
+from tiny_models import repetitive_prompt, tiny_model, tiny_tokenizer
 
 
 @torch.no_grad()
@@ -25,9 +28,9 @@ def logits_of_passes(model, ids, cuts):
     return out
 
 
-@pytest.mark.parametrize("kind", ["llama", "gemma3"])
+@pytest.mark.parametrize("kind", ["llama", "gemma3", "mistral", "qwen2", "qwen3"])
 def test_lean_layers_give_the_models_own_logits_bit_for_bit(cache_dir, kind):
-    model = tiny_model(kind)  # gemma3's sliding window is shorter than the prompt: both kinds of layer
+    model = tiny_model(kind)  # gemma3's, mistral's and qwen3's sliding windows are shorter than the prompt
     ids = repetitive_prompt(40, seed=3)
     cuts = [20, 21, 24, 32, 40]  # passes of 1, 3, 8 and 8 tokens after a prefill
     own = logits_of_passes(model, ids, cuts)
@@ -39,7 +42,8 @@ def test_lean_layers_give_the_models_own_logits_bit_for_bit(cache_dir, kind):
     assert all(torch.equal(a, b) for a, b in zip(own, lean))
 
 
-@pytest.mark.parametrize("kind, forward", [("llama", llama_layer), ("gemma3", gemma3_layer)])
+@pytest.mark.parametrize("kind, forward", [("llama", llama_layer), ("gemma3", gemma3_layer),
+                                           ("mistral", mistral_layer), ("qwen2", qwen2_layer), ("qwen3", qwen3_layer)])
 @pytest.mark.parametrize("proposer", [NullProposer, "oracle"])
 def test_generation_runs_lean_layers_and_equals_generate(cache_dir, monkeypatch, proposer, kind, forward):
     model = tiny_model(kind)
@@ -52,7 +56,7 @@ def test_generation_runs_lean_layers_and_equals_generate(cache_dir, monkeypatch,
     assert torch.equal(got, want) and calls  # the loop's passes ran the lean layers
 
 
-@pytest.mark.parametrize("kind", ["qwen2", "gpt2"])
+@pytest.mark.parametrize("kind", ["gpt2", "mpt"])
 def test_other_families_keep_their_own_layers(cache_dir, kind):
     model = tiny_model(kind)
     assert lean_candidates(model) == [] and not verified(model)
@@ -105,3 +109,28 @@ def test_the_check_is_cached_with_the_calibration(cache_dir, monkeypatch):
         path.unlink()
     calibration._MEMO.clear()
     assert not calibration.calibrated(model)  # the loop would check: not yet calibrated
+
+
+def test_lean_passes_tool_times_both_ways(cache_dir, tmp_path):
+    from benchmarks import lean_passes
+
+    rows = lean_passes.measure(tiny_model("qwen3"), context=12, ks=[0, 2], repeats=2)
+    assert [r["k"] for r in rows] == [0, 2] and all(r["own_ms"] > 0 and r["lean_ms"] > 0 for r in rows)
+    assert lean_passes.markdown(rows).count("\n") == 2 + len(rows)
+    with pytest.raises(ValueError, match="no lean decoder layers"):
+        lean_passes.measure(tiny_model("gpt2"), context=12, ks=[0], repeats=1)
+    small = dict(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, head_dim=8)
+    model = lean_passes.shaped_model("qwen3-0.6b", **small)
+    assert type(model).__name__ == "Qwen3ForCausalLM" and not model.training
+    with pytest.raises(ValueError, match="shape"):
+        lean_passes.shaped_model("qwen9")
+    tiny_model("llama").save_pretrained(tmp_path / "tiny")
+    tiny_tokenizer().save_pretrained(tmp_path / "tiny")
+    out = tmp_path / "lean.json"
+    lean_passes.main(["--model", str(tmp_path / "tiny"), "--context", "10", "--ks", "0,1", "--repeats", "1",
+                      "--json", str(out)])
+    assert [r["k"] for r in json.loads(out.read_text())["rows"]] == [0, 1]
+    for bad in (["--shape", "qwen9"], ["--ks", "-1"], ["--model", "x", "--shape", "qwen2-0.5b"]):
+        with pytest.raises(SystemExit):
+            lean_passes.main(bad)

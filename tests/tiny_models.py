@@ -3,8 +3,8 @@
 import torch
 from transformers import (
     Gemma3ForCausalLM, Gemma3TextConfig, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, MambaConfig,
-    MambaForCausalLM, MptConfig, MptForCausalLM, Qwen2Config, Qwen2ForCausalLM, RecurrentGemmaConfig,
-    RecurrentGemmaForCausalLM,
+    MambaForCausalLM, MistralConfig, MistralForCausalLM, MptConfig, MptForCausalLM, Qwen2Config, Qwen2ForCausalLM,
+    Qwen3Config, Qwen3ForCausalLM, RecurrentGemmaConfig, RecurrentGemmaForCausalLM,
 )
 
 VOCAB = 96
@@ -12,8 +12,8 @@ SLIDING_WINDOW = 8
 
 
 def tiny_model(kind, seed=0, vocab=VOCAB):
-    """A small fp32 model of ``kind`` (llama, gemma3, qwen2, gpt2; mpt, mamba and recurrent_gemma for the
-    cache checks) whose EOS (id 1) is left reachable only
+    """A small fp32 model of ``kind`` (llama, gemma3, qwen2, gpt2; mistral and qwen3 with sliding windows for the
+    lean layers; mpt, mamba and recurrent_gemma for the cache checks) whose EOS (id 1) is left reachable only
     when a test asks for it: pass ``eos_token_id=None`` to generate to run to the end."""
     torch.manual_seed(seed)
     common = dict(vocab_size=vocab, bos_token_id=0, eos_token_id=1, pad_token_id=None)
@@ -32,6 +32,17 @@ def tiny_model(kind, seed=0, vocab=VOCAB):
         config = Qwen2Config(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
                              num_key_value_heads=2, max_position_embeddings=512, **common)
         model = Qwen2ForCausalLM(config)
+    elif kind == "mistral":
+        config = MistralConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                               num_key_value_heads=2, max_position_embeddings=512, sliding_window=SLIDING_WINDOW,
+                               **common)
+        model = MistralForCausalLM(config)
+    elif kind == "qwen3":  # biases on no projection, norms over each query and key head; one sliding layer
+        config = Qwen3Config(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                             num_key_value_heads=2, head_dim=8, max_position_embeddings=512, use_sliding_window=True,
+                             sliding_window=SLIDING_WINDOW, layer_types=["sliding_attention", "full_attention"],
+                             **common)
+        model = Qwen3ForCausalLM(config)
     elif kind == "gpt2":
         config = GPT2Config(n_embd=32, n_layer=2, n_head=4, n_positions=512, **common)
         model = GPT2LMHeadModel(config)
