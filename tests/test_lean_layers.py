@@ -31,6 +31,12 @@ def logits_of_passes(model, ids, cuts):
 @pytest.mark.parametrize("kind", ["llama", "gemma3", "mistral", "qwen2", "qwen3"])
 def test_lean_layers_give_the_models_own_logits_bit_for_bit(cache_dir, kind):
     model = tiny_model(kind)  # gemma3's, mistral's and qwen3's sliding windows are shorter than the prompt
+    with torch.no_grad():  # qwen2's query, key and value biases, initialised to zero: made to count
+        for module in model.modules():
+            if isinstance(module, torch.nn.Linear) and module.bias is not None:
+                module.bias.normal_(0, 0.5, generator=torch.Generator().manual_seed(1))
+    assert (kind == "qwen2") == any(getattr(m, "bias", None) is not None for m in model.modules()
+                                    if isinstance(m, torch.nn.Linear))
     ids = repetitive_prompt(40, seed=3)
     cuts = [20, 21, 24, 32, 40]  # passes of 1, 3, 8 and 8 tokens after a prefill
     own = logits_of_passes(model, ids, cuts)
