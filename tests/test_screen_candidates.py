@@ -49,6 +49,19 @@ def test_logit_like_rows_match_the_plain_scan(seed, rows, n, shift, scale, slack
     _check(scores, [slack * scale] * rows, cap, rate)
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.sampled_from([6, 39, 40, 41, 65]), st.integers(1, 3 * BLOCK + 3),
+       st.sampled_from([-5.0, 0.0, 5.0, 20.0]), st.floats(0, 4), st.sampled_from([1, 3, 64]))
+def test_many_pass_rows_match_the_plain_scan(seed, rows, n, shift, slack, cap):
+    # as many rows as a long draft's pass, on both sides of FLAT_COLUMNS; a few rows' maxima far above the rest,
+    # so that blocks are skipped whole for some rows and read for others
+    g = torch.Generator().manual_seed(seed)
+    scores = torch.randn((rows, n), generator=g) * 2 + shift
+    spikes = torch.randint(0, n, (rows,), generator=g)
+    scores[torch.arange(rows), spikes] += torch.rand(rows, generator=g) * 30
+    _check(scores.bfloat16(), [slack] * rows, cap, 0.0079)
+
+
 def test_the_maximum_raised_late_drops_the_candidates_kept_before_it():
     row = [1.0] * 600 + [3.0] + [1.0] * 10 + [2.9375]  # the 1.0s kept in the first blocks, then under 3.0 - 0.25
     listed, counts, best = candidates(torch.tensor([row]).bfloat16(), [0.25], 8)
