@@ -48,6 +48,28 @@ def test_lean_layers_give_the_models_own_logits_bit_for_bit(cache_dir, kind):
     assert all(torch.equal(a, b) for a, b in zip(own, lean))
 
 
+def test_llama_with_biases_and_a_gelu_gives_its_own_logits_bit_for_bit(cache_dir):
+    # Llama's config may put biases on every projection and another activation in its MLP: the projections' and
+    # the activation's own forwards compute them, as in the model's layers
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, attention_bias=True, mlp_bias=True,
+                         hidden_act="gelu_pytorch_tanh", bos_token_id=0, eos_token_id=1)
+    model = LlamaForCausalLM(config).eval()
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, torch.nn.Linear) and module.bias is not None:
+                module.bias.normal_(0, 0.5, generator=torch.Generator().manual_seed(2))
+    ids, cuts = repetitive_prompt(30, seed=4), [12, 13, 17, 30]
+    own = logits_of_passes(model, ids, cuts)
+    assert verified(model)
+    with lean_layers.lean_layers(model):
+        lean = logits_of_passes(model, ids, cuts)
+    assert all(torch.equal(a, b) for a, b in zip(own, lean))
+
+
 @pytest.mark.parametrize("kind, forward", [("llama", llama_layer), ("gemma3", gemma3_layer),
                                            ("mistral", mistral_layer), ("qwen2", qwen2_layer), ("qwen3", qwen3_layer)])
 @pytest.mark.parametrize("proposer", [NullProposer, "oracle"])
