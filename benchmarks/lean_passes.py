@@ -3,12 +3,13 @@
     python -m benchmarks.lean_passes [--model NAME | --shape qwen2-0.5b] [--context 256] [--ks 0,3,7,15]
                                      [--repeats 12] [--json PATH]
 
-A random prompt of ``--context`` tokens is prefilled into the loop's KV cache; then a pass over 1 + k tokens is
-timed for every k, rolled back afterwards, with the model's own layers and with the lean ones in turn (the order
-swapped every round, so that neither always runs second), every linear layer in its planned form and the output
-layer screened where a greedy run screens it, as the loop runs a pass. Each pass's median over ``--repeats``
-rounds after a warm-up one. ``--shape`` builds a randomly initialised model of a released model's shape instead
-of loading one (random weights time as trained ones do), for families whose weights this machine does not hold.
+The loop's KV cache holds ``--context`` positions (as the calibration's, ``pass_timing.pass_timers``: one token
+prefilled, random keys and values for the rest); then a pass over 1 + k tokens is timed for every k, rolled back
+afterwards, with the model's own layers and with the lean ones in turn (the order swapped every round, so that
+neither always runs second), every linear layer in its planned form and the output layer screened where a greedy
+run screens it, as the loop runs a pass. Each pass's median over ``--repeats`` rounds after a warm-up one.
+``--shape`` builds a randomly initialised model of a released model's shape instead of loading one (random weights
+time as trained ones do), for families whose weights this machine does not hold.
 """
 
 import argparse
@@ -20,12 +21,12 @@ import sys
 import torch
 import transformers
 
-from draftless.integration import calibration, kv_cache, lean_layers
+from draftless.integration import calibration, lean_layers
 from draftless.integration.attention import grouped_query_sdpa
 from draftless.integration.calibration import cached_linear_plans
 from draftless.integration.linear_plan import planned_linears
 from draftless.integration.models import DEFAULT_MODEL, load_model
-from draftless.integration.pass_timing import time_pass
+from draftless.integration.pass_timing import pass_timers
 from draftless.integration.screened_head import ScreenedHead
 
 from .pass_cost import _ints
@@ -60,21 +61,17 @@ def measure(model, context, ks, repeats=12):
     calibration.calibrate(model)  # the plans the loop's passes run under, and the lean layers' check
     if not lean_layers.verified(model):
         raise ValueError(f"no lean decoder layers serve {type(model).__name__} here")
-    vocab = model.config.get_text_config().vocab_size
-    g = torch.Generator().manual_seed(0)
-    prompt = torch.randint(0, vocab, (1, context), generator=g).to(model.device)
-    cache = kv_cache.new_cache(model, context + max(ks) + 1)
+    # the calibration's own timers: the context filled, the screen checked at the prefill and used where it serves
     screen = ScreenedHead.for_model(model)
+    passes = pass_timers(model, ks, context, screen=screen)
+    every = screen is not None and screen.supported and screen.screens(1)  # the output layer's plan then unread
     times = {(k, lean): [] for k in ks for lean in (False, True)}
-    with planned_linears(model, cached_linear_plans(model)), grouped_query_sdpa(model):
-        model(input_ids=prompt, cache=cache, use_cache=True, logits_to_keep=1)
-        kv_cache.start_recording(cache)
-        inputs = {k: torch.randint(0, vocab, (1, k + 1), generator=g).to(model.device) for k in ks}
+    with planned_linears(model, cached_linear_plans(model, output_layer=not every)), grouped_query_sdpa(model):
         for round_ in range(repeats + 1):
-            for k in ks:
+            for k, timed in zip(ks, passes):
                 for lean in ((False, True) if round_ % 2 else (True, False)):
                     with lean_layers.lean_layers(model) if lean else contextlib.nullcontext():
-                        elapsed = time_pass(model, cache, inputs[k], context, screen)
+                        elapsed = timed()
                     if round_:  # the first round warms every shape up
                         times[k, lean].append(elapsed)
     return [{"k": k, "own_ms": round(statistics.median(times[k, False]) * 1e3, 2),
