@@ -57,13 +57,14 @@ ADAPTIVE_KNOBS = {
     "prior_strength": (1.0, 2.0, 8.0), "forgetting": (0.9, 0.95, 0.98, 1.0), "prior": tuple(PRIOR_NAMES),
     "copy_length": (4, 5, 6, 7, 8, 12), "copy_share": (0.0, 0.3, 0.4, 0.5, 1.0), "copy_memory": (0.95, 0.98, 1.0),
     "occurrence_memory": (0.6, 0.7, 0.8, 0.9), "occurrence_margin": (0.0, 0.5, 1.0, 2.0), "periodic": (False, True),
+    "resume_horizon": (0, 4, 16, 64),
 }
 # AdaptiveConfig fields added after some runs were recorded, with the value that reproduces the policy those runs
 # used: before the copy regime (copy_share 0: always copying) every draft was judged as a copy
 # and before the periodic continuation a draft stopped at the end of the stream; before ``earliest_in_prompt``
-# the "frequent" rule's occurrence stood wherever it lay
+# the "frequent" rule's occurrence stood wherever it lay; before the resumed copy (session 48) a plain step was one
 LEGACY_FIELDS = {"copy_share": 0.0, "periodic": False, "earliest_in_prompt": 0, "reflow": False, "shape_rate": 0.0,
-                 "first_level": False, "shape_at_knots": False, "start_memory": 0.0}
+                 "first_level": False, "shape_at_knots": False, "start_memory": 0.0, "resume_horizon": 0}
 
 
 @functools.lru_cache(maxsize=None)

@@ -24,6 +24,7 @@ from .occurrence import OccurrenceChooser, agreement, periodic_continuation, rul
 from .proposer import draft_budget
 from .reflow import ReflowIndex, check_text_classes
 from .request_start import RequestStart
+from .resumed_copy import ResumedCopy
 
 EMPTY = np.empty(0, dtype=np.int64)
 # c(k)/c(0) calibrated for Gemma 3 270M, fp32, on a 2-core CPU (MKL, every linear layer in its fastest form,
@@ -117,6 +118,10 @@ class AdaptiveProposer:
         self._pending = None
         self._starting = self.start is not None
         self._ends = None
+        # the end position the pending draft was copied after, in the request's own stream (None: another source),
+        # and whether it is the resumed copy (``resumed_copy``)
+        self._copied_after, self._resuming = None, False
+        self.resumed = None if not c.resume_horizon else ResumedCopy(c.resume_horizon, c.prior_strength, c.forgetting)
         self.chosen = []
         self.view = None  # the request's match against the corpus
         if self.reflow is not None:
@@ -126,7 +131,8 @@ class AdaptiveProposer:
             self.view.feed(self.index.tokens)
 
     def propose(self, max_tokens):
-        self._pending = self._ends = None
+        self._pending = self._ends = self._copied_after = None
+        self._resuming = False
         self.first_rows = None
         match = self.index.longest_match()
         k_cap = min(draft_budget(max_tokens), self.config.max_draft)
@@ -148,13 +154,11 @@ class AdaptiveProposer:
             length, end = reflowed
             options.append(self._option(acceptance, length, REFLOWED, end, min(k_cap, len(self.index) - 1 - end),
                                         copying))
-        if not options:
-            self.chosen.append((len(self.index), 0))
-            return EMPTY
-        _, k, length, origin, end, first_rows = max(options, key=lambda option: option[0])  # the first of equals
+        best = max(options, key=lambda option: option[0]) if options else None  # the first of equals
+        if best is None or best[1] == 0:  # a plain step, unless the copy that broke lately pays to resume
+            return self._resumed_copy(k_cap)
+        _, k, length, origin, end, first_rows = best
         self.chosen.append((len(self.index), k))
-        if k == 0:
-            return EMPTY
         self.first_rows = first_rows if first_rows < k + 1 else None
         if origin == CORPUS:
             draft = self.view.continuation(k, end)
@@ -163,7 +167,26 @@ class AdaptiveProposer:
             draft = self.reflow.substituted(self._reflow_source)
         else:
             draft = periodic_continuation(self.index, end, k, self.config.periodic)
+            self._copied_after = end
         self._pending = (length, origin, copying, draft)  # chosen under ``start`` while ``_starting``
+        return draft
+
+    def _resumed_copy(self, k_cap):
+        """The draft where the matched suffix pays no draft: the resumed copy (``resumed_copy``) where one is
+        available and pays more tokens per unit of time than a plain step, else none."""
+        available = 0 if self.resumed is None else min(k_cap, self.resumed.available(len(self.index)))
+        k = 0
+        if available > 0:
+            expected = self.resumed.expected(available)
+            cost, first_rows = self.cost.staged(expected)
+            k = best_draft_length(expected, cost.__getitem__, self.excluded)
+        self.chosen.append((len(self.index), k))
+        if k == 0:
+            return EMPTY
+        self.first_rows = int(first_rows[k]) if first_rows[k] < k + 1 else None
+        draft = self.index.continuation(self.resumed.end, k).astype(np.int64)
+        self._copied_after, self._resuming = self.resumed.end, True
+        self._pending = (1, GENERATED, True, draft)
         return draft
 
     def _option(self, acceptance, length, origin, end, horizon, copying):
@@ -196,8 +219,14 @@ class AdaptiveProposer:
 
     def update(self, tokens):
         tokens = as_token_array(tokens, self.index.vocab_size).astype(np.int64)  # checked before any state moves
+        drafted = 0
+        if self._pending is not None and self._resuming:
+            drafted = self._pending[3].size
+            self.resumed.observe(agreement(self._pending[3], tokens[:-1]), drafted)
+            self._pending = None
         if self._pending is not None:
             length, origin, copying, draft = self._pending
+            drafted = draft.size
             accepted = agreement(draft, tokens[:-1])  # the last token is the target's own
             self.acceptance.observe(length, origin, accepted, draft.size, copying)
             if self._starting:  # the request's first verified draft (it was chosen under ``start``)
@@ -209,6 +238,9 @@ class AdaptiveProposer:
         if self._ends is not None and tokens.size:
             self.occurrences.observe(self.index, self._ends, tokens)
             self._ends = None
+        if self.resumed is not None:
+            self.resumed.after_pass(self._copied_after, drafted, tokens.size, len(self.index))
+        self._copied_after = None
         if tokens.size > 1:  # the accepted draft tokens, then the target's own: a copy usually ends at the latter
             self._extend(tokens[:-1])
             self.regime.observe(tokens.size - 1, self._matched_length())
