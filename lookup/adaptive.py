@@ -62,9 +62,11 @@ class AdaptiveProposer:
     too, and, given the tokens' texts (``text_classes``), over the stream with its whitespace ignored
     (``reflow``): each step weighs the longest match in each (its own acceptance cells,
     ``acceptance_model.CORPUS`` for the corpus, ``REFLOWED`` for the re-flowed match) and drafts from whichever is
-    worth more tokens per unit of time; the request's own stream wins ties. Given a ``RequestStart`` (``start``),
-    each request's drafts until its first verified one are chosen under what earlier requests' first drafts
-    showed, and add to it (``request_start``)."""
+    worth more tokens per unit of time; the request's own stream wins ties. Where none pays a draft, the copy
+    that the target broke lately is drafted from right after the token it replaced, if that pays
+    (``resumed_copy``, ``AdaptiveConfig.resume_horizon``). Given a ``RequestStart`` (``start``), each request's
+    drafts until its first verified one are chosen under what earlier requests' first drafts showed, and add to
+    it (``request_start``)."""
 
     def __init__(self, config=None, cost=None, vocab_size=None, excluded=(), corpus=None, text_classes=None,
                  start=None):
