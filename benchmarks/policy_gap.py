@@ -5,10 +5,11 @@
 Replays the outputs of a run recorded by ``benchmarks.run`` through the library's default policy (model-free, as
 ``benchmarks.replay`` does, under the run's cost curve) and reports per suite:
 
-- **Calibration**: per kind of draft (the output copying or writing, the match shorter than ``copy_length`` or
-  not, a draft of up to 8 tokens or longer), how many drafts the policy made, the accepted tokens its acceptance
-  model expected at the length it chose, and the accepted tokens realised. Expected well below realised means
-  the policy drafts too short for the text; above, too long.
+- **Calibration**: per kind of draft (the output copying or writing, the match shorter than ``copy_length`` or not,
+  a draft of up to 8 tokens or longer; the resumed copy after a broken one, ``resumed_copy``, apart), how many
+  drafts the policy made, the accepted tokens its acceptance model expected at the length it chose, and the
+  accepted tokens realised. Expected well below realised means the policy drafts too short for the text; above, too
+  long.
 - **Hindsight**: the modelled speedup of the policy, of the policy given the best length in hindsight on each
   request's first N passes (``--first``: the same occurrence and bookkeeping, only the length told by the
   truth, as ``benchmarks.lookup_ceiling`` chooses it), and of the ceilings ``ceiling_recent`` and
@@ -47,7 +48,10 @@ class CalibrationProbe(AdaptiveProposer):
     def propose(self, max_tokens):
         draft = super().propose(max_tokens)
         self._expected = None
-        if self._pending is not None:
+        if self._pending is not None and self._resuming:  # the resumed copy, under its own acceptance model
+            kind = ("resumed", "after a broken copy", "k <= 8" if draft.size <= 8 else "k > 8")
+            self._expected = (kind, float(self.resumed.expected(draft.size)[draft.size]))
+        elif self._pending is not None:
             length, origin, copying, _ = self._pending
             expected = self.acceptance.expected(length, origin, draft.size, copying)[draft.size]
             self._expected = (draft_kind(copying, length, draft.size, self.config.copy_length), float(expected))
@@ -93,6 +97,7 @@ class HindsightStart(AdaptiveProposer):
         k = int(np.argmax(value))
         self.chosen[-1] = (pos, k)
         self._pending = (match.length, end < self.prompt_len, self.regime.copying, longest[:k]) if k else None
+        self._copied_after, self._resuming = (end if k else None), False  # the copy after ``end``, not a resumed one
         return longest[:k]
 
 

@@ -19,7 +19,7 @@ every pass, drafted or not (+1.7 %, but a column at -5.7 %), and preferring, whi
 matched suffix nearest after the broken copy (+0.1-0.2 %).
 """
 
-import numpy as np
+from draftless.index.validation import check_positive_int
 
 from .acceptance_model import DEFAULT_PRIOR, GENERATED, AcceptanceModel
 
@@ -35,9 +35,7 @@ class ResumedCopy:
     """Where the request's latest broken copy would resume (``end``), and the acceptance model of its drafts."""
 
     def __init__(self, horizon, strength=2.0, forgetting=0.98):
-        if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or horizon < 1:
-            raise ValueError(f"horizon must be an int >= 1, got {horizon!r}")
-        self.horizon = int(horizon)
+        self.horizon = check_positive_int(horizon, "horizon")
         self.model = AcceptanceModel(PRIOR, strength, forgetting)
         self.end = None  # the end position whose continuation is the resumed copy; None: no copy broke lately
         self.age = 0  # tokens generated since it broke

@@ -129,6 +129,9 @@ def test_bad_horizons_are_refused_by_name():
     for bad in (2.5, True, "16"):
         with pytest.raises(TypeError, match="resume_horizon"):
             AdaptiveConfig(resume_horizon=bad)
-    for bad in (0, -3, 1.5, True):
+    for bad in (0, -3):
         with pytest.raises(ValueError, match="horizon"):
+            ResumedCopy(bad)
+    for bad in (1.5, True, None):
+        with pytest.raises(TypeError, match="horizon"):
             ResumedCopy(bad)
