@@ -85,15 +85,23 @@ class GreedyDraftProposer:
 
 def drive(proposer, truth, prompt_len):
     """Replay ``truth`` through the proposer as the verification loop would; returns chosen k per step."""
+    return [draft.size for _, draft in drive_drafts(proposer, truth, prompt_len)]
+
+
+def drive_drafts(proposer, truth, prompt_len):
+    """``drive``, returning ``(stream position, draft)`` per pass; every draft is checked to fit the budget the
+    proposer was given."""
     truth = np.asarray(truth)
     proposer.reset(truth[: prompt_len + 1])
-    pos, ks = prompt_len + 1, []
+    pos, passes = prompt_len + 1, []
     while pos < truth.size:
-        draft = proposer.propose(truth.size - pos - 1)
-        ks.append(draft.size)
+        budget = truth.size - pos - 1
+        draft = np.asarray(proposer.propose(budget))
+        assert draft.size <= budget, f"a draft of {draft.size} tokens for a budget of {budget}"
+        passes.append((pos, draft))
         n = 0
         while n < draft.size and draft[n] == truth[pos + n]:
             n += 1
         proposer.update(truth[pos: pos + n + 1])
         pos += n + 1
-    return ks
+    return passes

@@ -11,27 +11,10 @@ from draftless.lookup.adaptive import AdaptiveConfig, AdaptiveProposer
 from draftless.lookup.cost_model import CostCurve
 from draftless.lookup.resumed_copy import PRIOR, ResumedCopy
 
+from proposers import drive_drafts as run
 from streams import any_stream, edited_repeats
 
 CPU = CostCurve((0, 1, 16, 32, 64), (1.0, 1.05, 2.3, 3.1, 4.8))
-
-
-def run(proposer, truth, prompt_len):
-    """Replay ``truth`` as the verification loop would; returns ``(position, draft)`` per pass."""
-    truth = np.asarray(truth, dtype=np.int64)
-    proposer.reset(truth[: prompt_len + 1])
-    pos, passes = prompt_len + 1, []
-    while pos < truth.size:
-        budget = truth.size - pos - 1
-        draft = np.asarray(proposer.propose(budget), dtype=np.int64)
-        assert draft.size <= budget
-        passes.append((pos, draft))
-        n = 0
-        while n < draft.size and draft[n] == truth[pos + n]:
-            n += 1
-        proposer.update(truth[pos: pos + n + 1])
-        pos += n + 1
-    return passes
 
 
 def edited_copy(seed=0, length=300, every=30, run_length=1):
