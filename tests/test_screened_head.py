@@ -328,6 +328,22 @@ def test_the_race_chooses_a_form_the_screen_takes():
     assert faster_form(torch.randn((300, 32)).bfloat16()) in FORMS
 
 
+def test_the_race_multiplies_the_probes_first_rows_only(monkeypatch):
+    from draftless.integration import screen_product
+    seen = []
+    monkeypatch.setattr(screen_product, "screen_scores", lambda low, rows16, form, onednn=True: seen.append(
+        (low.data_ptr(), tuple(low.shape), form, rows16.shape[0])))
+    low = torch.randn((300, 32)).bfloat16()
+    screen_product.faster_form(low, nbytes=100 * 32 * 2)  # 100 rows' bytes
+    assert {s[:2] for s in seen} == {(low.data_ptr(), (100, 32))}
+    assert sorted(seen, key=lambda s: (s[3], s[2])) == sorted(
+        [(low.data_ptr(), (100, 32), f, r) for f in FORMS for r in screen_product.RACE_ROWS] * 3,
+        key=lambda s: (s[3], s[2]))  # both forms at each row count, a warm-up and two rounds
+    seen.clear()
+    screen_product.faster_form(low, nbytes=1 << 20)  # more bytes than the weight holds: all of it
+    assert {s[1] for s in seen} == {(300, 32)}
+
+
 def test_recalibrating_races_the_form_again_for_a_screen_already_built(monkeypatch, cache_dir):
     monkeypatch.setattr(screened_head, "native_bf16", lambda: True)
     monkeypatch.setattr(screened_head, "onednn_supported", lambda weight: True)  # on any host
