@@ -128,3 +128,16 @@ def test_the_linear_plans_are_timed_without_autograd(monkeypatch):
     monkeypatch.setattr(linear_plan, "_product", lambda *a: seen.append(torch.is_grad_enabled()) or real(*a))
     linear_plan.measure_linear_plans(model, max_rows=2, wide_rows=(), repeats=1, progress=lambda done, total: None)
     assert seen and not any(seen)
+
+
+def test_first_calibration_times_each_stage_and_then_nothing(cache_dir, short_curve):
+    from benchmarks.first_calibration import time_first_calibration
+
+    model = tiny_model("llama")
+    first = time_first_calibration(model)
+    stages = [part for part in first if part in calibration.STAGES]
+    assert stages == list(calibration.STAGES[:2]) and all(first[s] > 0 for s in stages)
+    assert first["total"] >= sum(first[s] for s in stages) > 0
+    assert 0 < first["curve passes after the first"] < first["cost curve"]
+    again = time_first_calibration(model)  # everything cached: no stage measured
+    assert set(again) == {"total"}
