@@ -98,6 +98,14 @@ class CellPriorProposer(AdaptiveProposer):
             self.acceptance.observe = counted
 
 
+def length_label(b):
+    """The matched lengths of bucket ``b``: ``"4-5"``, ``"3"``, ``"64+"``."""
+    if b == len(LENGTH_EDGES) - 1:
+        return f"{LENGTH_EDGES[b]}+"
+    low, high = int(LENGTH_EDGES[b]), int(LENGTH_EDGES[b + 1]) - 1
+    return f"{low}" if low == high else f"{low}-{high}"
+
+
 def run_inputs(path):
     data = json.loads(Path(path).read_text())
     cost = recorded_cost(data)
@@ -193,6 +201,18 @@ def main(argv=None):
                      f"({worst[1]}), best {100 * (best[0] - 1):+.1f} % ({best[1]})")
         per = [(m, s, 100 * (np.exp(np.mean(np.log(v))) - 1)) for (n, m, s), v in sorted(by_model.items()) if n == name]
         lines.append("  " + "; ".join(f"{m} {s} {g:+.1f} %" for m, s, g in per))
+    if evidence is not None:
+        lines += ["", "Judged draft positions kept, replayed at the default, every model pooled (positions):", "",
+                  "| regime, origin | " + " | ".join(length_label(b) for b in range(len(LENGTH_EDGES))) + " |",
+                  "|---|" + "---|" * len(LENGTH_EDGES)]
+        hits = sum(ev["hits"] for ev in evidence.values())
+        trials = sum(ev["trials"] for ev in evidence.values())
+        for r, regime in enumerate(REGIMES):
+            for o, origin in enumerate(ORIGINS):
+                if o != CORPUS and trials[r, o].sum():
+                    lines.append(f"| {regime}, {origin} | " + " | ".join(
+                        f"{h / t:.2f} ({int(t)})" if t else "-" for h, t in zip(hits[r, o], trials[r, o])) + " |")
+        lines.append("| the default prior | " + " | ".join(f"{p:.2f}" for p in DEFAULT_PRIOR) + " |")
     sys.stdout.write("\n".join(lines) + "\n")
 
 

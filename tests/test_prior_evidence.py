@@ -62,7 +62,7 @@ def test_main_reports_each_variant_against_the_default(tmp_path, capsys):
     assert "over 4 suite columns of 2 runs" in out
     assert "- same: +0.00 %, worst +0.0 %" in out  # the default's rates written out: the default
     assert "- low: -" in out and "tiny repetitive -" in out  # a prior that never drafts loses the repeats
-    assert "- fitted (own):" in out
+    assert "- fitted (own):" in out and "| copying, prompt |" in out and "| regime, origin | 1 | 2 | 3 | 4-5 |" in out
     for bad in (["--variant", "noequals"], ["--variant", "x=copying/prompt/1=2"], [], ["--fitted", "mine"],
                 ["--fitted", "own", "--pseudo", "-1"]):
         with pytest.raises(SystemExit):
