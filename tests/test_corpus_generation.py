@@ -26,10 +26,15 @@ def test_a_corpus_holding_the_answer_is_drafted_from_exactly(kind):
     corpus = ReferenceCorpus([[7, 8, 9], ids[0, -4:].tolist() + answer, [3] * 20])  # the answer, not in the prompt
     generator = SpeculativeGenerator(model, corpus=corpus)
     assert torch.equal(generator.generate(ids, max_new_tokens=NEW, eos_token_id=None), want)
+    stats = generator.last_stats
+    # drafted from the corpus at once (the prompt holds nothing to copy), and every token it drafted kept: the
+    # corpus holds the answer. How long each draft is depends on the curve this machine calibrated
+    assert stats.draft_trace[0][0] > 0 and stats.drafted == stats.accepted > 0
     plain = SpeculativeGenerator(model)
     plain.generate(ids, max_new_tokens=NEW, eos_token_id=None)
-    assert generator.last_stats.accepted > plain.last_stats.accepted
-    assert generator.last_stats.passes < plain.last_stats.passes
+    # no fewer tokens kept than without it (the tiny models' outputs repeat one token, so the stream alone may
+    # draft them as well: session 50's clone saw both keep 36 in 3 passes)
+    assert stats.accepted >= plain.last_stats.accepted and stats.passes <= plain.last_stats.passes
 
 
 def test_a_corpus_the_model_never_follows_changes_no_token():
