@@ -1,6 +1,8 @@
 """The calibration's disk cache: one JSON file per model/device/dtype/threads (``calibration_key``) and kind of
-measurement under the user cache dir, written atomically, read once per process."""
+measurement under the user cache dir, written atomically, read once per process; where that directory cannot be written, what
+was measured serves the process that measured it, with one warning."""
 
+import contextlib
 import functools
 import json
 import logging
@@ -45,13 +47,34 @@ def cached(model, kind, measure, encode, decode):
         logger.info("measuring %s for this model/device/dtype/threads once (seconds on a small CPU), then "
                     "caching it in %s", kind, path.parent)
         value = measure()
-        path.parent.mkdir(parents=True, exist_ok=True)
+        data = json.dumps(encode(value))
         staging = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        staging.write_text(json.dumps(encode(value)))
-        os.replace(staging, path)  # atomic: another process reading the cache never sees half a file
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            staging.write_text(data)
+            os.replace(staging, path)  # atomic: another process reading the cache never sees half a file
+        except OSError as error:  # a read-only or full disk: kept for this process only
+            with contextlib.suppress(OSError):
+                staging.unlink(missing_ok=True)
+            _warn_unwritable(path.parent, error)
         logger.info("calibrated %s for %s: %s", kind, path.stem, value)
         _MEMO[str(path)] = value
     return value
+
+
+_WARNED = set()  # cache directories already warned about in this process
+
+
+def _warn_unwritable(directory, error):
+    """One warning per directory and process: what was measured cannot be kept there, so each new process
+    measures it again (seconds on a small CPU) until the directory can be written or ``DRAFTLESS_CACHE`` names
+    one that can."""
+    if str(directory) in _WARNED:
+        return
+    _WARNED.add(str(directory))
+    logger.warning("draftless: cannot keep the calibration in %s (%s): it holds for this process only, and each "
+                   "new process measures it again; set DRAFTLESS_CACHE to a writable directory to keep it",
+                   directory, error)
 
 
 def stage_progress(progress, stage):

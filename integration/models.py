@@ -2,9 +2,11 @@
 
 Nothing is ever downloaded: the bundled models come from installed packages, and a local directory is
 opened with ``local_files_only``. Dequantising a GGUF takes about a minute, so the converted model
-(safetensors, fp32) and its tokenizer are cached under the user cache dir and reloaded in seconds.
+(safetensors, fp32) and its tokenizer are cached under the user cache dir and reloaded in seconds (where that
+directory cannot be written, converted into a temporary one for the process, with a warning).
 """
 
+import atexit
 import hashlib
 import importlib
 import importlib.util
@@ -86,17 +88,38 @@ def converted_dir(name):
     model.is_quantized = False
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
+    except OSError as error:  # a read-only cache dir
+        return _converted_for_this_process(name, model, tokenizer, target.parent, error)
     try:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         os.replace(staging, target)  # atomic: a crash never leaves a half-written cache entry
-    except OSError:
+    except OSError as error:
         shutil.rmtree(staging, ignore_errors=True)
-        if not (target / "config.json").exists():
-            raise
+        if not (target / "config.json").exists():  # else another process converted it first
+            return _converted_for_this_process(name, model, tokenizer, target.parent, error)
     return target
+
+
+def _converted_for_this_process(name, model, tokenizer, cache, error):
+    """A temporary directory holding the converted model, removed when the process exits: where the cache dir
+    ``cache`` cannot be written (``error``), each process converts again, with a warning that says so."""
+    folder = Path(tempfile.mkdtemp(prefix=f"draftless-{name}-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    try:
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+    except OSError as again:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise OSError(f"cannot save the converted {name} in the cache dir {cache} ({error}) nor in a temporary "
+                      f"directory ({again}): set DRAFTLESS_CACHE to a writable directory") from again
+    logger.warning("draftless: cannot keep the converted %s in %s (%s): converted into %s for this process, so "
+                   "each process converts it again (about a minute); set DRAFTLESS_CACHE to a writable directory "
+                   "to keep it", name, cache, error, folder)
+    return folder
 
 
 def resolve(name_or_path):

@@ -1,0 +1,99 @@
+"""A cache directory that cannot be written (a read-only home in a container, a full disk) costs time, never a
+run: the calibration serves the process that measured it and a bundled model is converted into a temporary
+directory, each with one warning that names the directory and ``DRAFTLESS_CACHE``."""
+
+import logging
+import tempfile
+import types
+from pathlib import Path
+
+import pytest
+import torch
+import transformers
+
+from draftless.integration import SpeculativeGenerator, calibration, load_model, models
+
+from tiny_models import repetitive_prompt, tiny_model, tiny_tokenizer
+
+
+@pytest.fixture
+def unwritable_cache(tmp_path, monkeypatch):
+    """``DRAFTLESS_CACHE`` under a plain file: no directory can be made there, even by root."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("DRAFTLESS_CACHE", str(blocker / "cache"))
+    monkeypatch.setattr("draftless.integration.calibration_cache._WARNED", set())
+    calibration._MEMO.clear()
+    yield blocker / "cache"
+    calibration._MEMO.clear()
+
+
+def test_a_calibration_that_cannot_be_kept_serves_the_process_with_one_warning(unwritable_cache, monkeypatch,
+                                                                                 caplog):
+    measured = []
+    measure = calibration.measure_cost_curve
+
+    def counting(*args, **kwargs):
+        measured.append(1)
+        return measure(*args, **kwargs)
+
+    monkeypatch.setattr(calibration, "measure_cost_curve", counting)
+    model = tiny_model("llama")
+    ids = repetitive_prompt(30)
+    reference = model.generate(ids, do_sample=False, max_new_tokens=16, eos_token_id=None)
+    with caplog.at_level(logging.WARNING):
+        for _ in range(2):  # a second generator in the process: nothing measured again, nothing warned again
+            out = SpeculativeGenerator(model).generate(ids, max_new_tokens=16, eos_token_id=None)
+            assert torch.equal(out, reference)
+    assert len(measured) == 1
+    assert caplog.text.count("cannot keep the calibration") == 1
+    assert "DRAFTLESS_CACHE" in caplog.text and str(unwritable_cache / "calibration") in caplog.text
+    assert not unwritable_cache.exists()
+
+
+@pytest.fixture
+def fake_bundled(tmp_path, monkeypatch):
+    """A bundled model named "tiny-bundled" whose "GGUF" converts (transformers' loaders stubbed) into a tiny
+    llama and its tokenizer."""
+    gguf = tmp_path / "tiny.gguf"
+    gguf.write_bytes(b"GGUF" + bytes(range(256)) * 8)
+    tokenizer = tiny_tokenizer()
+    model = tiny_model("llama", vocab=len(tokenizer))
+    monkeypatch.setitem(models.BUNDLED, "tiny-bundled", types.SimpleNamespace(gguf_path=lambda: gguf))
+    real_model, real_tokenizer = (transformers.AutoModelForCausalLM.from_pretrained,
+                                  transformers.AutoTokenizer.from_pretrained)
+
+    def model_from(path, gguf_file=None, **kwargs):  # the conversion reads the GGUF; the load reads the folder
+        return model if gguf_file is not None else real_model(path, **kwargs)
+
+    def tokenizer_from(path, gguf_file=None, **kwargs):
+        return tokenizer if gguf_file is not None else real_tokenizer(path, **kwargs)
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", model_from)
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", tokenizer_from)
+    return model
+
+
+def test_a_bundled_model_converts_into_a_temporary_directory_where_the_cache_cannot_be_written(
+        unwritable_cache, fake_bundled, caplog):
+    with caplog.at_level(logging.WARNING):
+        loaded, tokenizer = load_model("tiny-bundled")
+    assert caplog.text.count("cannot keep the converted tiny-bundled") == 1
+    folder = models.converted_dir("tiny-bundled")  # converted again, into another temporary directory
+    assert folder.parent == Path(tempfile.gettempdir()) and (folder / "config.json").exists()
+    assert "DRAFTLESS_CACHE" in caplog.text
+    assert not unwritable_cache.exists()
+    ids = repetitive_prompt(20, vocab=len(tokenizer))
+    for a, b in zip(loaded.state_dict().values(), fake_bundled.state_dict().values()):
+        assert torch.equal(a, b)
+    assert torch.equal(loaded.generate(ids, do_sample=False, max_new_tokens=8, eos_token_id=None),
+                       fake_bundled.generate(ids, do_sample=False, max_new_tokens=8, eos_token_id=None))
+
+
+def test_a_bundled_model_is_kept_in_a_cache_that_can_be_written(tmp_path, monkeypatch, fake_bundled, caplog):
+    monkeypatch.setenv("DRAFTLESS_CACHE", str(tmp_path / "cache"))
+    with caplog.at_level(logging.WARNING):
+        folder = models.converted_dir("tiny-bundled")
+    assert folder.parent == tmp_path / "cache" / "models" and (folder / "config.json").exists()
+    assert "cannot keep" not in caplog.text
+    assert models.converted_dir("tiny-bundled") == folder  # found, not converted again
