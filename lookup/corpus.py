@@ -11,7 +11,8 @@ With ``max_tokens``, adding past it drops the oldest documents until at most thr
 builds the index again over the rest (an index cannot forget tokens): amortised, a few appends a token.
 
 Documents may be added between requests and while other threads generate: every read and every change holds
-the corpus's lock, and a request keeps the index it started with if a rebuild replaces it.
+the corpus's lock, and a request keeps the index it started with if a rebuild replaces it. A rebuild runs outside
+that lock (adds wait for each other), so that the requests matching meanwhile never wait for it.
 """
 
 import collections
@@ -44,28 +45,17 @@ class ReferenceCorpus:
     def __init__(self, documents=(), *, vocab_size=None, max_tokens=None):
         self.vocab_size = check_vocab_size(vocab_size)
         self.max_tokens = None if max_tokens is None else check_positive_int(max_tokens, "max_tokens")
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # every read and change of the index, documents and starts
+        self._adding = threading.Lock()  # one add at a time: a rebuild runs outside ``_lock``
         self._docs = collections.deque()
-        self._rebuild()
+        self.index, self._starts, self._n_docs = _indexed(self._docs, self.vocab_size)
         if isinstance(documents, (str, bytes)) or not hasattr(documents, "__iter__"):
             raise TypeError(f"documents must be a collection of token id sequences, got {type(documents).__name__}")
         for doc in documents:
             self.add(doc)
 
-    def _rebuild(self):
-        self.index = SuffixIndex(vocab_size=self.vocab_size)
-        # each document's first position; a new buffer on every rebuild, so that views taken before keep theirs
-        self._starts = np.zeros(max(16, 2 * len(self._docs)), dtype=np.int64)
-        self._n_docs = 0
-        for doc in self._docs:
-            self._append(doc)
-
     def _append(self, doc):
-        if self._n_docs == self._starts.size:  # doubled: amortised O(1) a document
-            self._starts = np.concatenate([self._starts, np.zeros_like(self._starts)])
-        self._starts[self._n_docs] = len(self.index)
-        self._n_docs += 1
-        self.index.extend(doc)
+        self._starts, self._n_docs = _appended(self.index, self._starts, self._n_docs, doc)
 
     @property
     def starts(self):
@@ -82,15 +72,22 @@ class ReferenceCorpus:
             raise ValueError(f"tokens holds {doc.size} token ids, more than max_tokens={self.max_tokens}")
         if doc.size == 0:
             return
-        with self._lock:
-            self._docs.append(doc)
-            if self.max_tokens is not None and len(self.index) + doc.size > self.max_tokens:
-                total = len(self.index) + doc.size
-                while total > KEEP_AFTER_DROP * self.max_tokens and len(self._docs) > 1:
-                    total -= self._docs.popleft().size
-                self._rebuild()  # a new index: views taken before keep the old one
-            else:
-                self._append(doc)
+        with self._adding:
+            with self._lock:
+                if self.max_tokens is None or len(self.index) + doc.size <= self.max_tokens:
+                    self._docs.append(doc)
+                    self._append(doc)
+                    return
+                kept = collections.deque(self._docs)
+            kept.append(doc)
+            total = sum(d.size for d in kept)
+            while total > KEEP_AFTER_DROP * self.max_tokens and len(kept) > 1:
+                total -= kept.popleft().size
+            # built outside the lock, so that requests go on matching against the old index meanwhile (a rebuild
+            # of 1.5M tokens takes about a second); a new index: views taken before keep the old one
+            index, starts, n_docs = _indexed(kept, self.vocab_size)
+            with self._lock:
+                self._docs, self.index, self._starts, self._n_docs = kept, index, starts, n_docs
 
     def __len__(self):
         return len(self.index)
@@ -160,6 +157,26 @@ class ReferenceCorpus:
     def __repr__(self):
         return (f"ReferenceCorpus(documents={self.num_documents}, tokens={len(self)}, "
                 f"max_tokens={self.max_tokens}, vocab_size={self.vocab_size if self.vocab_size != MAX_VOCAB else None})")
+
+
+def _indexed(docs, vocab_size):
+    """``(index, starts, n)``: a new ``SuffixIndex`` over ``docs`` concatenated, and a new buffer whose first ``n``
+    entries are each document's first position (new on every rebuild, so that views taken before keep theirs)."""
+    index = SuffixIndex(vocab_size=vocab_size)
+    starts, n = np.zeros(max(16, 2 * len(docs)), dtype=np.int64), 0
+    for doc in docs:
+        starts, n = _appended(index, starts, n, doc)
+    return index, starts, n
+
+
+def _appended(index, starts, n, doc):
+    """``doc`` appended to ``index`` and its first position to ``starts`` (doubled when full: amortised O(1) a
+    document): the new ``(starts, n)``."""
+    if n == starts.size:
+        starts = np.concatenate([starts, np.zeros_like(starts)])
+    starts[n] = len(index)
+    index.extend(doc)
+    return starts, n + 1
 
 
 class CorpusView:

@@ -89,6 +89,43 @@ def test_past_max_tokens_the_oldest_documents_go():
         corpus.add(list(range(11)))
 
 
+def test_requests_go_on_matching_while_a_rebuild_runs(monkeypatch):
+    import threading
+
+    import draftless.lookup.corpus as corpus_module
+
+    corpus = ReferenceCorpus([[1, 2, 3, 4], [5, 6, 7, 8]], max_tokens=10)
+    started, release = threading.Event(), threading.Event()
+    build = corpus_module._indexed
+
+    def held(docs, vocab_size):  # the rebuild past max_tokens, held until the requests below have run
+        started.set()
+        assert release.wait(60)
+        return build(docs, vocab_size)
+
+    monkeypatch.setattr(corpus_module, "_indexed", held)
+    adding = threading.Thread(target=corpus.add, args=([9, 9, 9],))
+    adding.start()
+    assert started.wait(60)
+    seen = []
+
+    def request():  # a request starting and one going on, each taking the corpus's lock, meanwhile
+        view = corpus.view()
+        view.feed([6, 7])
+        seen.append((view.length, view.continuation(5).tolist(), corpus.num_documents, len(corpus)))
+
+    matching = threading.Thread(target=request)
+    matching.start()
+    matching.join(60)  # a liveness bound: had it waited for the rebuild, it would still be waiting here
+    finished = not matching.is_alive()
+    release.set()
+    adding.join(60)
+    matching.join(60)
+    assert finished and seen == [(2, [8], 2, 8)]  # the corpus as it was before the add
+    assert [d.tolist() for d in corpus.documents()] == [[5, 6, 7, 8], [9, 9, 9]]
+    corpus.check_invariants()
+
+
 @pytest.mark.parametrize("build, error, words", [
     (lambda: ReferenceCorpus("abc"), TypeError, "documents"),
     (lambda: ReferenceCorpus([1, 2, 3]), TypeError, "a 1-D sequence of token ids, got int"),  # one flat document
