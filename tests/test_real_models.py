@@ -86,3 +86,13 @@ def test_smollm2_sampled_text_does_not_depend_on_the_drafts():
             assert plain.last_stats.drafted == 0
             accepted += drafting.last_stats.accepted
     assert accepted > 0
+
+
+@pytest.mark.parametrize("name", ["gemma-3-270m", "smollm2-135m-instruct"])
+def test_token_texts_read_fast_are_the_tokenizers_own(name):
+    from draftless.integration import load_tokenizer
+    from draftless.integration.token_text import token_texts
+
+    tok = load_tokenizer(name)
+    assert token_texts(tok, len(tok)) == tok.batch_decode([[i] for i in range(len(tok))])
+

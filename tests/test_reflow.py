@@ -149,6 +149,24 @@ def test_text_classes_from_a_tokenizer():
     assert len({int(classes[i]) for i in byte_ids}) == len(byte_ids)  # partial characters never match each other
 
 
+def test_token_texts_are_batch_decodes_whichever_path_reads_them():
+    from draftless.integration.token_text import token_texts
+    from tiny_models import tiny_tokenizer
+
+    tok = tiny_tokenizer()
+    ids = [[i] for i in range(len(tok))]
+    assert token_texts(tok, len(tok)) == tok.batch_decode(ids)  # the Rust tokenizer's batch decode
+
+    class Shouting(type(tok)):  # a tokenizer class that decodes otherwise: transformers' path, its decode
+        def _decode(self, token_ids, **kwargs):
+            return super()._decode(token_ids, **kwargs).upper()
+
+    shouting = Shouting(tokenizer_object=tok.backend_tokenizer)
+    assert token_texts(shouting, len(tok)) == [t.upper() for t in tok.batch_decode(ids)]
+    tok.clean_up_tokenization_spaces = True  # what transformers adds to the Rust decode: its own path
+    assert token_texts(tok, len(tok)) == tok.batch_decode(ids)
+
+
 def test_a_generator_with_a_tokenizer_drafts_reflowed_copies_exactly():
     import torch
     from draftless.integration import SpeculativeGenerator
