@@ -1,7 +1,13 @@
 """Token-id suffix index (numpy + Numba): amortised O(1) append and longest-suffix match."""
 
-from .invariants import IndexInvariantError
-from .matcher import SuffixMatcher
-from .suffix_index import Continuations, Match, SuffixIndex
+import os as _os
+
+from .kernel_cache import ensure_kernel_cache
+
+ensure_kernel_cache(_os.path.join(_os.path.dirname(__file__), "automaton.py"))  # before any kernel is defined
+
+from .invariants import IndexInvariantError  # noqa: E402 (after the cache is placed)
+from .matcher import SuffixMatcher  # noqa: E402
+from .suffix_index import Continuations, Match, SuffixIndex  # noqa: E402
 
 __all__ = ["Continuations", "IndexInvariantError", "Match", "SuffixIndex", "SuffixMatcher"]

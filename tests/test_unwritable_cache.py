@@ -1,6 +1,7 @@
 """A cache directory that cannot be written (a read-only home in a container, a full disk) costs time, never a
-run: the calibration serves the process that measured it and a bundled model is converted into a temporary
-directory, each with one warning that names the directory and ``DRAFTLESS_CACHE``."""
+run: the calibration serves the process that measured it, a bundled model is converted into a temporary
+directory and Numba caches the compiled kernels in one, each with one warning that names the directory and the
+variable that chooses another."""
 
 import logging
 import tempfile
@@ -97,3 +98,30 @@ def test_a_bundled_model_is_kept_in_a_cache_that_can_be_written(tmp_path, monkey
     assert folder.parent == tmp_path / "cache" / "models" and (folder / "config.json").exists()
     assert "cannot keep" not in caplog.text
     assert models.converted_dir("tiny-bundled") == folder  # found, not converted again
+
+
+def test_kernels_are_cached_in_a_temporary_directory_where_numba_could_cache_them_nowhere(tmp_path, monkeypatch,
+                                                                                            caplog):
+    import importlib.util
+
+    from numba.core import caching, config
+
+    from draftless.index import kernel_cache
+
+    source = tmp_path / "kernels.py"
+    source.write_text("from numba import njit\n\n\n@njit(cache=True)\ndef twice(x):\n    return 2 * x\n")
+    assert kernel_cache.ensure_kernel_cache(str(source)) is None  # numba can cache beside it: its choice stands
+    monkeypatch.setattr(config, "CACHE_DIR", "")
+    for locator in (caching.InTreeCacheLocator, caching.UserWideCacheLocator):  # a read-only install and home
+        monkeypatch.setattr(locator, "from_function", classmethod(lambda cls, func, file: None))
+    monkeypatch.setattr(kernel_cache.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
+    with caplog.at_level(logging.WARNING):
+        folder = kernel_cache.ensure_kernel_cache(str(source))
+    assert folder is not None and config.CACHE_DIR == folder and folder.startswith(str(tmp_path / "tmp"))
+    assert caplog.text.count("NUMBA_CACHE_DIR") == 1
+    spec = importlib.util.spec_from_file_location("draftless_test_kernels", source)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # would raise "no locator available" without the directory
+    assert module.twice(21) == 42
+    assert any(Path(folder).rglob("*.nbi"))  # compiled, and cached there
+

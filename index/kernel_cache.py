@@ -1,0 +1,39 @@
+"""Where Numba keeps the compiled kernels (``@njit(cache=True)``): beside the package in ``__pycache__`` or in the
+user's cache directory, as Numba chooses; where neither can be written (a read-only install run with a read-only
+home: a container with a read-only root file system), in the system's temporary directory instead. Numba would
+otherwise refuse every cached kernel when its module is imported ("cannot cache function ...: no locator
+available"), and ``import draftless`` would fail there.
+"""
+
+import logging
+import os
+import tempfile
+
+logger = logging.getLogger(__name__)
+
+
+def ensure_kernel_cache(source_file):
+    """Leave Numba's choice where it can cache the kernels of ``source_file`` (a module of this package) or where
+    ``NUMBA_CACHE_DIR`` names a directory; else point Numba's cache at a directory of the system's temporary one,
+    with a warning, and return that directory (None where nothing changed)."""
+    try:
+        from numba.core import caching, config
+
+        locators = (caching.InTreeCacheLocator, caching.UserWideCacheLocator)
+    except (ImportError, AttributeError):  # a Numba that locates its cache otherwise: its own choice stands
+        return None
+    if config.CACHE_DIR:
+        return None
+
+    def probe():
+        pass
+
+    if any(locator.from_function(probe, source_file) is not None for locator in locators):
+        return None
+    user = os.getuid() if hasattr(os, "getuid") else os.getlogin()
+    folder = os.path.join(tempfile.gettempdir(), f"draftless-numba-{user}")
+    config.CACHE_DIR = folder
+    logger.warning("draftless: Numba cannot cache compiled kernels beside %s nor in the user cache directory; "
+                   "caching them in %s (set NUMBA_CACHE_DIR to choose the directory)", os.path.dirname(source_file),
+                   folder)
+    return folder
