@@ -52,11 +52,18 @@ BUNDLED = {
 
 
 def cache_root():
-    """``$DRAFTLESS_CACHE``, else ``$XDG_CACHE_HOME/draftless``, else ``~/.cache/draftless``."""
+    """``$DRAFTLESS_CACHE``, else ``$XDG_CACHE_HOME/draftless``, else ``~/.cache/draftless``; where the process has
+    no home directory (no ``$HOME``, a user id without a passwd entry, as containers run), a directory of the
+    system's temporary one."""
     if os.environ.get("DRAFTLESS_CACHE"):
         return Path(os.environ["DRAFTLESS_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "draftless"
+    if os.environ.get("XDG_CACHE_HOME"):
+        return Path(os.environ["XDG_CACHE_HOME"]) / "draftless"
+    try:
+        return Path.home() / ".cache" / "draftless"
+    except RuntimeError:  # "Could not determine home directory"
+        user = os.getuid() if hasattr(os, "getuid") else "user"
+        return Path(tempfile.gettempdir()) / f"draftless-cache-{user}"
 
 
 def _fingerprint(path):

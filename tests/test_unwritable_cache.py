@@ -125,3 +125,17 @@ def test_kernels_are_cached_in_a_temporary_directory_where_numba_could_cache_the
     assert module.twice(21) == 42
     assert any(Path(folder).rglob("*.nbi"))  # compiled, and cached there
 
+
+def test_a_process_without_a_home_directory_caches_in_the_temporary_directory(tmp_path, monkeypatch):
+    for name in ("DRAFTLESS_CACHE", "XDG_CACHE_HOME", "HOME"):
+        monkeypatch.delenv(name, raising=False)
+
+    def homeless(cls=None):
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", classmethod(homeless))
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))
+    assert models.cache_root().parent == tmp_path
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert models.cache_root() == tmp_path / "xdg" / "draftless"
+
