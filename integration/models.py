@@ -40,8 +40,7 @@ class BundledModel:
             try:
                 return Path(assemble(cache_root() / "gguf" / f"{self.name}.gguf"))
             except OSError as error:  # a cache dir that cannot be written
-                user = os.getuid() if hasattr(os, "getuid") else "user"
-                elsewhere = Path(tempfile.gettempdir()) / f"draftless-gguf-{user}" / f"{self.name}.gguf"
+                elsewhere = user_temporary("draftless-gguf") / f"{self.name}.gguf"
                 logger.warning("draftless: cannot join %s's GGUF file in %s (%s): joining it in %s",
                                self.name, cache_root(), error, elsewhere.parent)
                 return Path(assemble(elsewhere))
@@ -71,8 +70,14 @@ def cache_root():
     try:
         return Path.home() / ".cache" / "draftless"
     except RuntimeError:  # "Could not determine home directory"
-        user = os.getuid() if hasattr(os, "getuid") else "user"
-        return Path(tempfile.gettempdir()) / f"draftless-cache-{user}"
+        return user_temporary("draftless-cache")
+
+
+def user_temporary(name):
+    """``name`` and this user's id, in the system's temporary directory: a place of this user's where the cache
+    dir cannot be had."""
+    user = os.getuid() if hasattr(os, "getuid") else "user"
+    return Path(tempfile.gettempdir()) / f"{name}-{user}"
 
 
 def _fingerprint(path):
