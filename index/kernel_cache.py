@@ -30,7 +30,7 @@ def ensure_kernel_cache(source_file):
 
     if any(locator.from_function(probe, source_file) is not None for locator in locators):
         return None
-    user = os.getuid() if hasattr(os, "getuid") else os.getlogin()
+    user = os.getuid() if hasattr(os, "getuid") else "user"
     folder = os.path.join(tempfile.gettempdir(), f"draftless-numba-{user}")
     config.CACHE_DIR = folder
     logger.warning("draftless: Numba cannot cache compiled kernels beside %s nor in the user cache directory; "
