@@ -15,11 +15,11 @@ layers' check and the screen's bfloat16 copy and product race, then times the cu
 import argparse
 import json
 import os
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
+
+from .fresh_processes import median_table, run_fresh
 
 
 def time_first_calibration(model, output_layer=False):
@@ -77,20 +77,13 @@ def main(argv=None):
         return None
     command = [sys.executable, "-m", "benchmarks.first_calibration", "--model", args.model, "--once"]
     command += ["--output-layer"] if args.output_layer else []
-    runs = []
-    for _ in range(args.repeats):
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if done.returncode:
-            sys.stderr.write(done.stderr)
-            parser.error(f"the calibration of {args.model} failed (exit {done.returncode})")
-        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
-    lines = [f"{args.model}: first calibration from an empty cache, {len(runs)} fresh processes (seconds)", "",
-             "| part | " + " | ".join(f"run {i + 1}" for i in range(len(runs))) + " | median |",
-             "|---|" + "---|" * (len(runs) + 1)]
-    for part in runs[0]:
-        values = [run.get(part, float("nan")) for run in runs]
-        lines.append(f"| {part} | " + " | ".join(f"{v:.2f}" for v in values) + f" | {statistics.median(values):.2f} |")
-    sys.stdout.write("\n".join(lines) + "\n")
+    try:
+        runs = run_fresh(command, args.repeats)
+    except RuntimeError as error:
+        sys.stderr.write(f"{error}\n")
+        parser.error(f"the calibration of {args.model} failed")
+    sys.stdout.write(median_table(f"{args.model}: first calibration from an empty cache, {len(runs)} fresh "
+                                  f"processes (seconds)", runs))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"model": args.model, "output_layer": args.output_layer, "runs": runs}, f, indent=1)

@@ -141,3 +141,25 @@ def test_first_calibration_times_each_stage_and_then_nothing(cache_dir, short_cu
     assert 0 < first["curve passes after the first"] < first["cost curve"]
     again = time_first_calibration(model)  # everything cached: no stage measured
     assert set(again) == {"total"}
+
+
+def test_process_start_times_every_stage_of_a_local_model(tmp_path, cache_dir, short_curve, capsys):
+    from benchmarks.process_start import main
+
+    tokenizer = tiny_tokenizer()
+    tiny_model("llama", vocab=len(tokenizer)).save_pretrained(tmp_path / "tiny")
+    tokenizer.save_pretrained(tmp_path / "tiny")
+    main(["--model", str(tmp_path / "tiny"), "--once", "--new-tokens", "4"])
+    seconds = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert list(seconds) == ["import torch", "import transformers", "import draftless.integration",
+                             "load_model (its tokenizer and weights)", "build the generator", "first generate",
+                             "second generate"]
+    assert all(value >= 0 for value in seconds.values()) and seconds["first generate"] > 0
+
+
+def test_fresh_process_timings_are_tabled_with_their_median():
+    from benchmarks.fresh_processes import median_table
+
+    table = median_table("title", [{"a": 1.0, "b": 4.0}, {"a": 3.0, "b": 2.0}, {"a": 2.0, "b": 3.5}])
+    assert table.splitlines()[:4] == ["title", "", "| part | run 1 | run 2 | run 3 | median |", "|---|---|---|---|---|"]
+    assert table.splitlines()[4:] == ["| a | 1.00 | 3.00 | 2.00 | 2.00 |", "| b | 4.00 | 2.00 | 3.50 | 3.50 |"]
