@@ -3,11 +3,11 @@ start to a first and a second ``generate``, in fresh processes.
 
     python -m benchmarks.process_start --model gemma-3-270m --repeats 3 [--json PATH]
 
-The stages, in order: importing torch, transformers and ``draftless.integration``; ``load_model`` (a bundled
-model's GGUF found, its tokenizer and weights loaded); building a ``SpeculativeGenerator`` (the tokens' texts, for re-flowed drafts); a first
-``generate`` of ``--new-tokens`` tokens greedily from a short code prompt (the screen's bfloat16 copy and Numba's
-first kernel load happen there) and a second one, the same. A model's first calibration, if not cached, lands in
-the first ``generate``: run it once before (``benchmarks.first_calibration`` times that apart).
+The stages, in order: importing torch, transformers and ``draftless.integration``; ``load_model`` (a bundled model's
+GGUF found, its tokenizer and weights loaded); building a ``SpeculativeGenerator`` (the tokens' texts, for re-flowed
+drafts); a first ``generate`` of ``--new-tokens`` tokens greedily from a short code prompt (the screen's bfloat16
+copy and Numba's first kernel load happen there) and a second one, the same. A model's first calibration, if not
+cached, lands in the first ``generate``: run it once before (``benchmarks.first_calibration`` times that apart).
 """
 
 import argparse

@@ -1,6 +1,6 @@
 """The calibration's disk cache: one JSON file per model/device/dtype/threads (``calibration_key``) and kind of
-measurement under the user cache dir, written atomically, read once per process; where that directory cannot be written, what
-was measured serves the process that measured it, with one warning."""
+measurement under the user cache dir, written atomically, read once per process; where that directory cannot be
+written, what was measured serves the process that measured it, with one warning."""
 
 import contextlib
 import functools
