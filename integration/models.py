@@ -20,6 +20,7 @@ from pathlib import Path
 logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "gemma-3-270m"
+_CONVERTED_HERE = {}  # cache entry that could not be written -> this process's temporary conversion of it
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +100,9 @@ def converted_dir(name):
     target = cache_root() / "models" / f"{name}-{_fingerprint(gguf)}"
     if (target / "config.json").exists():
         return target
+    here = _CONVERTED_HERE.get(target)
+    if here is not None and (here / "config.json").exists():  # converted by this process, the cache unwritable
+        return here
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     logger.info("converting %s from %s (first use; about a minute)", name, gguf)
@@ -113,7 +117,7 @@ def converted_dir(name):
         target.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
     except OSError as error:  # a read-only cache dir
-        return _converted_for_this_process(name, model, tokenizer, target.parent, error)
+        return _converted_for_this_process(name, model, tokenizer, target, error)
     try:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
@@ -121,13 +125,15 @@ def converted_dir(name):
     except OSError as error:
         shutil.rmtree(staging, ignore_errors=True)
         if not (target / "config.json").exists():  # else another process converted it first
-            return _converted_for_this_process(name, model, tokenizer, target.parent, error)
+            return _converted_for_this_process(name, model, tokenizer, target, error)
     return target
 
 
-def _converted_for_this_process(name, model, tokenizer, cache, error):
+def _converted_for_this_process(name, model, tokenizer, target, error):
     """A temporary directory holding the converted model, removed when the process exits: where the cache dir
-    ``cache`` cannot be written (``error``), each process converts again, with a warning that says so."""
+    cannot hold ``target`` (``error``), each process converts again (once: ``_CONVERTED_HERE``), with a warning
+    that says so."""
+    cache = target.parent
     folder = Path(tempfile.mkdtemp(prefix=f"draftless-{name}-"))
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     try:
@@ -137,6 +143,7 @@ def _converted_for_this_process(name, model, tokenizer, cache, error):
         shutil.rmtree(folder, ignore_errors=True)
         raise OSError(f"cannot save the converted {name} in the cache dir {cache} ({error}) nor in a temporary "
                       f"directory ({again}): set DRAFTLESS_CACHE to a writable directory") from again
+    _CONVERTED_HERE[target] = folder
     logger.warning("draftless: cannot keep the converted %s in %s (%s): converted into %s for this process, so "
                    "each process converts it again (about a minute); set DRAFTLESS_CACHE to a writable directory "
                    "to keep it", name, cache, error, folder)

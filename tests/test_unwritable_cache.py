@@ -61,6 +61,7 @@ def fake_bundled(tmp_path, monkeypatch):
     tokenizer = tiny_tokenizer()
     model = tiny_model("llama", vocab=len(tokenizer))
     monkeypatch.setitem(models.BUNDLED, "tiny-bundled", types.SimpleNamespace(gguf_path=lambda: gguf))
+    monkeypatch.setattr(models, "_CONVERTED_HERE", {})
     real_model, real_tokenizer = (transformers.AutoModelForCausalLM.from_pretrained,
                                   transformers.AutoTokenizer.from_pretrained)
 
@@ -80,8 +81,10 @@ def test_a_bundled_model_converts_into_a_temporary_directory_where_the_cache_can
     with caplog.at_level(logging.WARNING):
         loaded, tokenizer = load_model("tiny-bundled")
     assert caplog.text.count("cannot keep the converted tiny-bundled") == 1
-    folder = models.converted_dir("tiny-bundled")  # converted again, into another temporary directory
+    folder = models.converted_dir("tiny-bundled")  # the process's own conversion, not another
     assert folder.parent == Path(tempfile.gettempdir()) and (folder / "config.json").exists()
+    assert caplog.text.count("cannot keep the converted tiny-bundled") == 1
+    assert load_model("tiny-bundled")[1] is not None and caplog.text.count("cannot keep the converted") == 1
     assert "DRAFTLESS_CACHE" in caplog.text
     assert not unwritable_cache.exists()
     ids = repetitive_prompt(20, vocab=len(tokenizer))
