@@ -7,7 +7,9 @@ available"), and ``import draftless`` would fail there.
 
 import logging
 import os
+import stat
 import tempfile
+from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
@@ -30,10 +32,26 @@ def ensure_kernel_cache(source_file):
 
     if any(locator.from_function(probe, source_file) is not None for locator in locators):
         return None
-    user = os.getuid() if hasattr(os, "getuid") else "user"
-    folder = os.path.join(tempfile.gettempdir(), f"draftless-numba-{user}")
+    folder = str(user_temporary("draftless-numba"))
     config.CACHE_DIR = folder
     logger.warning("draftless: Numba cannot cache compiled kernels beside %s nor in the user cache directory; "
                    "caching them in %s (set NUMBA_CACHE_DIR to choose the directory)", os.path.dirname(source_file),
                    folder)
     return folder
+
+
+def user_temporary(name):
+    """A directory of this user's alone in the system's temporary one, ``name`` and the user's id (made with mode
+    0700 if missing): where a cache cannot go where it should. One that exists but another user owns, or others
+    may write (planted files: Numba's cache is pickled), is passed over for a new one of this process's."""
+    user = os.getuid() if hasattr(os, "getuid") else None
+    folder = Path(tempfile.gettempdir()) / f"{name}-{'user' if user is None else user}"
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = folder.lstat()
+        private = (stat.S_ISDIR(info.st_mode) and not info.st_mode & 0o022
+                   and (user is None or info.st_uid == user))
+    except OSError:
+        private = False
+    return folder if private else Path(tempfile.mkdtemp(prefix=f"{name}-"))
+

@@ -2,11 +2,9 @@
 
 Nothing is ever downloaded: the bundled models come from installed packages, and a local directory is
 opened with ``local_files_only``. Dequantising a GGUF takes about a minute, so the converted model
-(safetensors, fp32) and its tokenizer are cached under the user cache dir and reloaded in seconds (where that
-directory cannot be written, converted into a temporary one for the process, with a warning).
+(safetensors, fp32) and its tokenizer are cached under the user cache dir (``cache_root``) and reloaded in seconds.
 """
 
-import atexit
 import hashlib
 import importlib
 import importlib.util
@@ -17,10 +15,12 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from draftless.index.kernel_cache import user_temporary
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "gemma-3-270m"
-_CONVERTED_HERE = {}  # cache entry that could not be written -> this process's temporary conversion of it
+_ROOTS = {}  # the cache dir configured -> the one used: itself, or a temporary one where it cannot be written
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,15 +36,8 @@ class BundledModel:
         folder = Path(next(iter(spec.submodule_search_locations)))
         if (folder / "__init__.py").read_text().find("def assemble") >= 0:
             # gemma3-270m ships the GGUF as chunks that its assemble() joins and sha-checks, by default under
-            # ~/.cache whatever DRAFTLESS_CACHE says: joined under the cache dir instead, else a temporary one
-            assemble = importlib.import_module(self.module).assemble
-            try:
-                return Path(assemble(cache_root() / "gguf" / f"{self.name}.gguf"))
-            except OSError as error:  # a cache dir that cannot be written
-                elsewhere = user_temporary("draftless-gguf") / f"{self.name}.gguf"
-                logger.warning("draftless: cannot join %s's GGUF file in %s (%s): joining it in %s",
-                               self.name, cache_root(), error, elsewhere.parent)
-                return Path(assemble(elsewhere))
+            # ~/.cache whatever DRAFTLESS_CACHE says: joined under the cache dir instead
+            return Path(importlib.import_module(self.module).assemble(cache_root() / "gguf" / f"{self.name}.gguf"))
         found = sorted(folder.glob("*.gguf"))
         if not found:
             raise FileNotFoundError(f"no .gguf file inside the installed {self.module!r}; reinstall: "
@@ -61,24 +54,39 @@ BUNDLED = {
 
 
 def cache_root():
-    """``$DRAFTLESS_CACHE``, else ``$XDG_CACHE_HOME/draftless``, else ``~/.cache/draftless``; where the process has
-    no home directory (no ``$HOME``, a user id without a passwd entry, as containers run), a directory of the
-    system's temporary one."""
+    """``$DRAFTLESS_CACHE``, else ``$XDG_CACHE_HOME/draftless``, else ``~/.cache/draftless``; where that directory
+    cannot be written (a read-only home, a full disk) or the process has no home directory (no ``$HOME``, a user
+    id without a passwd entry, as containers run), a directory of this user's in the system's temporary one
+    (``user_temporary``), with one warning: everything cached still works, and is kept there across processes."""
     if os.environ.get("DRAFTLESS_CACHE"):
-        return Path(os.environ["DRAFTLESS_CACHE"])
-    if os.environ.get("XDG_CACHE_HOME"):
-        return Path(os.environ["XDG_CACHE_HOME"]) / "draftless"
-    try:
-        return Path.home() / ".cache" / "draftless"
-    except RuntimeError:  # "Could not determine home directory"
-        return user_temporary("draftless-cache")
+        configured = Path(os.environ["DRAFTLESS_CACHE"])
+    elif os.environ.get("XDG_CACHE_HOME"):
+        configured = Path(os.environ["XDG_CACHE_HOME"]) / "draftless"
+    else:
+        try:
+            configured = Path.home() / ".cache" / "draftless"
+        except RuntimeError:  # "Could not determine home directory"
+            configured = None
+    if configured not in _ROOTS:
+        _ROOTS[configured] = _writable_or_temporary(configured)
+    return _ROOTS[configured]
 
 
-def user_temporary(name):
-    """``name`` and this user's id, in the system's temporary directory: a place of this user's where the cache
-    dir cannot be had."""
-    user = os.getuid() if hasattr(os, "getuid") else "user"
-    return Path(tempfile.gettempdir()) / f"{name}-{user}"
+def _writable_or_temporary(configured):
+    """``configured`` where a file can be made in it (made if missing), else ``user_temporary``'s directory."""
+    if configured is not None:
+        try:
+            configured.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=configured):
+                return configured
+        except OSError as error:
+            why = f"cannot write {configured} ({error})"
+    else:
+        why = "no home directory"
+    fallback = user_temporary("draftless-cache")
+    logger.warning("draftless: %s: caching models and calibrations in %s instead; set DRAFTLESS_CACHE to a "
+                   "writable directory to choose", why, fallback)
+    return fallback
 
 
 def _fingerprint(path):
@@ -100,9 +108,6 @@ def converted_dir(name):
     target = cache_root() / "models" / f"{name}-{_fingerprint(gguf)}"
     if (target / "config.json").exists():
         return target
-    here = _CONVERTED_HERE.get(target)
-    if here is not None and (here / "config.json").exists():  # converted by this process, the cache unwritable
-        return here
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     logger.info("converting %s from %s (first use; about a minute)", name, gguf)
@@ -113,41 +118,17 @@ def converted_dir(name):
     model.is_quantized = False
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
-    except OSError as error:  # a read-only cache dir
-        return _converted_for_this_process(name, model, tokenizer, target, error)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
     try:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         os.replace(staging, target)  # atomic: a crash never leaves a half-written cache entry
-    except OSError as error:
+    except OSError:
         shutil.rmtree(staging, ignore_errors=True)
         if not (target / "config.json").exists():  # else another process converted it first
-            return _converted_for_this_process(name, model, tokenizer, target, error)
+            raise
     return target
-
-
-def _converted_for_this_process(name, model, tokenizer, target, error):
-    """A temporary directory holding the converted model, removed when the process exits: where the cache dir
-    cannot hold ``target`` (``error``), each process converts again (once: ``_CONVERTED_HERE``), with a warning
-    that says so."""
-    cache = target.parent
-    folder = Path(tempfile.mkdtemp(prefix=f"draftless-{name}-"))
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    try:
-        model.save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
-    except OSError as again:
-        shutil.rmtree(folder, ignore_errors=True)
-        raise OSError(f"cannot save the converted {name} in the cache dir {cache} ({error}) nor in a temporary "
-                      f"directory ({again}): set DRAFTLESS_CACHE to a writable directory") from again
-    _CONVERTED_HERE[target] = folder
-    logger.warning("draftless: cannot keep the converted %s in %s (%s): converted into %s for this process, so "
-                   "each process converts it again (about a minute); set DRAFTLESS_CACHE to a writable directory "
-                   "to keep it", name, cache, error, folder)
-    return folder
 
 
 def resolve(name_or_path):

