@@ -96,3 +96,26 @@ def test_token_texts_read_fast_are_the_tokenizers_own(name):
     tok = load_tokenizer(name)
     assert token_texts(tok, len(tok)) == tok.batch_decode([[i] for i in range(len(tok))])
 
+
+
+@pytest.mark.parametrize("name", ["gemma-3-270m", "smollm2-135m-instruct"])
+def test_the_cached_tokenizer_is_the_ggufs_own(name):
+    """The converted copy's tokenizer, its config completed to load in a second (``tokenizer_files``), encodes
+    and decodes every benchmark prompt (in the chat template where the model has one) as the GGUF's own."""
+    from transformers import AutoTokenizer
+
+    from benchmarks.suites import SUITES, build, render
+    from draftless.integration import load_tokenizer, models
+    from draftless.integration.tokenizer_files import completed, differences
+
+    tok = load_tokenizer(name)
+    assert completed(models.converted_dir(name))
+    gguf = models.BUNDLED[name].gguf_path()
+    own = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    assert differences(own, tok) == []
+    tasks = [task for suite in SUITES for task in build(suite)]
+    texts = [render(task, own) for task in tasks]
+    assert len(texts) > 100 and texts == [render(task, tok) for task in tasks]
+    for text in texts + _code_prompts() + PROSE:
+        ids = own(text)["input_ids"]
+        assert tok(text)["input_ids"] == ids and tok.decode(ids) == own.decode(ids), text[:60]
