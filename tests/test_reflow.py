@@ -149,6 +149,32 @@ def test_text_classes_from_a_tokenizer():
     assert len({int(classes[i]) for i in byte_ids}) == len(byte_ids)  # partial characters never match each other
 
 
+def test_the_classes_are_found_with_the_collector_paused_and_leave_it_as_it_was():
+    import gc
+
+    from draftless.integration import token_text
+    from tiny_models import tiny_tokenizer
+
+    seen = []
+    texts = token_text.token_texts
+    original = gc.isenabled()
+    try:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(token_text, "token_texts", lambda *a: seen.append(gc.isenabled()) or texts(*a))
+                assert token_text.text_classes(tiny_tokenizer()).dtype == np.int64
+            assert gc.isenabled() == enabled
+        with pytest.raises(ZeroDivisionError):  # restored after an error too
+            gc.enable()
+            with token_text.collection_paused():
+                1 / 0
+        assert gc.isenabled()
+    finally:
+        (gc.enable if original else gc.disable)()
+    assert seen == [False, False]
+
+
 def test_token_texts_are_batch_decodes_whichever_path_reads_them():
     from draftless.integration.token_text import token_texts
     from tiny_models import tiny_tokenizer
