@@ -158,7 +158,8 @@ def load_tokenizer(name_or_path=DEFAULT_MODEL):
         raise ValueError(f"{str(path)!r} holds no tokenizer (none of {', '.join(TOKENIZER_FILES)}): save it there "
                          f"with tokenizer.save_pretrained, or load the model with transformers and pass your "
                          f"tokenizer to SpeculativeGenerator")
-    if str(name_or_path) in BUNDLED and not tokenizer_files.completed(path):  # converted before the rewrite
+    if str(name_or_path) in BUNDLED and not tokenizer_files.completed(path):  # converted before the rewrite, or
+        tokenizer_files.restore(path)  # completed under another transformers: from the config as saved
         tokenizer_files.complete(path, AutoTokenizer.from_pretrained(str(path), local_files_only=True))
     return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
 

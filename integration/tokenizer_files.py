@@ -11,7 +11,8 @@ truncation sides and model inputs, and, where the class adds nothing to ``Tokeni
 where the tokenizer reloaded from it encodes and decodes ``PROBES`` exactly as the original, with the same
 vocabulary, special tokens and chat template; else the config is put back as transformers saved it.
 
-Only directories draftless converted itself (``models.converted_dir``) are rewritten, never a user's.
+Only directories draftless converted itself (``models.converted_dir``) are rewritten, never a user's; one
+completed under another transformers version is put back as saved (``restore``) and looked at afresh.
 """
 
 import json
@@ -24,7 +25,8 @@ logger = logging.getLogger(__name__)
 
 CONFIG = "tokenizer_config.json"
 # beside the converted tokenizer: its config was completed (or found not to load the same completed) by this
-# version of the rewrite; bumped when the rewrite changes, so that copies converted before are looked at again
+# version of the rewrite under this transformers version, and the config as transformers saved it, to be put back
+# before another version looks at it again (bumped when the rewrite changes)
 MARK = "draftless-tokenizer.json"
 VERSION = 1
 # what a class may define, between itself and ``TokenizersBackend``, and still load as ``TokenizersBackend``:
@@ -124,16 +126,46 @@ def complete(directory, tokenizer):
             logger.info("the tokenizer in %s, config completed, differs in %s: kept as saved", directory,
                         ", ".join(found))
             _write_atomically(path, saved)
-        _write_atomically(directory / MARK, json.dumps({"version": VERSION, "completed": not found}) + "\n")
+        _write_atomically(directory / MARK, json.dumps({"version": VERSION, "transformers": _transformers_version(),
+                                                        "completed": not found, "saved": saved}) + "\n")
     except OSError as error:
         logger.info("cannot complete the tokenizer config in %s (%s): it loads as saved", directory, error)
         return False
     return not found
 
 
-def completed(directory):
-    """Whether ``directory``'s tokenizer config was looked at by this version of ``complete``."""
+def _mark(directory):
     try:
-        return json.loads((Path(directory) / MARK).read_text(encoding="utf-8")).get("version") == VERSION
-    except (OSError, ValueError, AttributeError):
+        mark = json.loads((Path(directory) / MARK).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return mark if isinstance(mark, dict) else {}
+
+
+def _transformers_version():
+    import transformers
+
+    return transformers.__version__
+
+
+def completed(directory):
+    """Whether ``directory``'s tokenizer config was looked at by this version of ``complete`` under the
+    transformers version running now."""
+    mark = _mark(directory)
+    return mark.get("version") == VERSION and mark.get("transformers") == _transformers_version()
+
+
+def restore(directory):
+    """Put ``directory``'s tokenizer config back as transformers saved it, where ``complete`` rewrote it (a copy
+    completed under another transformers version, or by another version of ``complete``, is looked at afresh
+    from that). False where there was nothing to put back or it cannot be written."""
+    saved = _mark(directory).get("saved")
+    if not isinstance(saved, str):
         return False
+    try:
+        _write_atomically(Path(directory) / CONFIG, saved)
+        (Path(directory) / MARK).unlink(missing_ok=True)
+    except OSError as error:
+        logger.info("cannot put back the tokenizer config in %s (%s)", directory, error)
+        return False
+    return True

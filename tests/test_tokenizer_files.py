@@ -71,7 +71,8 @@ def test_a_config_that_does_not_reload_the_same_is_put_back(tmp_path, monkeypatc
     with caplog.at_level(logging.INFO, logger="draftless.integration.tokenizer_files"):
         assert not complete(tmp_path, original)
     assert (tmp_path / CONFIG).read_text() == as_saved and "kept as saved" in caplog.text
-    assert json.loads((tmp_path / MARK).read_text()) == {"version": tokenizer_files.VERSION, "completed": False}
+    mark = json.loads((tmp_path / MARK).read_text())
+    assert mark["version"] == tokenizer_files.VERSION and mark["completed"] is False and mark["saved"] == as_saved
     assert completed(tmp_path)  # looked at: not tried again on every load
 
 
@@ -117,3 +118,24 @@ def test_a_users_directory_is_never_rewritten(tmp_path):
     (tmp_path / "config.json").write_text("{}")
     assert type(load_tokenizer(tmp_path)) is GemmaTokenizer
     assert (tmp_path / CONFIG).read_text() == as_saved and not (tmp_path / MARK).exists()
+
+
+def test_a_copy_completed_under_another_transformers_is_put_back_and_looked_at_afresh(tmp_path, monkeypatch):
+    folder = tmp_path / "tiny-bundled-0"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    original = gemma_like()
+    as_saved = saved(original, folder)
+    assert complete(folder, original) and (folder / CONFIG).read_text() != as_saved
+    monkeypatch.setattr(tokenizer_files, "_transformers_version", lambda: "99.0.0")
+    assert not completed(folder)
+    seen = []
+    completing = tokenizer_files.complete
+    monkeypatch.setattr(tokenizer_files, "complete",
+                        lambda path, tok: seen.append((path / CONFIG).read_text()) or completing(path, tok))
+    monkeypatch.setitem(models.BUNDLED, "tiny-bundled", None)
+    monkeypatch.setattr(models, "converted_dir", lambda name: folder)
+    assert differences(original, load_tokenizer("tiny-bundled")) == []
+    assert seen == [as_saved]  # completed from the config as transformers saved it
+    assert completed(folder) and json.loads((folder / MARK).read_text())["transformers"] == "99.0.0"
+    assert not tokenizer_files.restore(tmp_path)  # nothing to put back where nothing was completed
