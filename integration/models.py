@@ -17,7 +17,7 @@ from pathlib import Path
 
 from draftless.index.kernel_cache import user_temporary
 
-from . import tokenizer_files
+from . import gguf_reading, tokenizer_files
 
 logger = logging.getLogger(__name__)
 
@@ -113,8 +113,9 @@ def converted_dir(name):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     logger.info("converting %s from %s (first use; about a minute)", name, gguf)
-    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype="float32")
+    with gguf_reading.read_once():  # transformers opens it three times
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype="float32")
     # The weights are dequantised fp32 now; drop the GGUF marker so they save (and reload) as plain ones.
     model.hf_quantizer = None
     model.is_quantized = False
