@@ -161,7 +161,9 @@ def load_tokenizer(name_or_path=DEFAULT_MODEL):
                          f"tokenizer to SpeculativeGenerator")
     if str(name_or_path) in BUNDLED and not tokenizer_files.completed(path):  # converted before the rewrite, or
         tokenizer_files.restore(path)  # completed under another transformers: from the config as saved
-        tokenizer_files.complete(path, AutoTokenizer.from_pretrained(str(path), local_files_only=True))
+        tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        if not tokenizer_files.complete(path, tokenizer):  # kept as saved, or not writable: this one serves
+            return tokenizer
     return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
 
 

@@ -139,3 +139,19 @@ def test_a_copy_completed_under_another_transformers_is_put_back_and_looked_at_a
     assert seen == [as_saved]  # completed from the config as transformers saved it
     assert completed(folder) and json.loads((folder / MARK).read_text())["transformers"] == "99.0.0"
     assert not tokenizer_files.restore(tmp_path)  # nothing to put back where nothing was completed
+
+
+def test_a_copy_that_cannot_be_completed_is_loaded_once(tmp_path, monkeypatch):
+    folder = tmp_path / "tiny-bundled-0"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    as_saved = saved(gemma_like(), folder)
+    monkeypatch.setitem(models.BUNDLED, "tiny-bundled", None)
+    monkeypatch.setattr(models, "converted_dir", lambda name: folder)
+    monkeypatch.setattr(tokenizer_files, "_write_atomically", lambda path, text: (_ for _ in ()).throw(
+        PermissionError(f"read-only: {path}")))
+    loads = []
+    load = AutoTokenizer.from_pretrained
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", lambda *a, **k: loads.append(a) or load(*a, **k))
+    assert type(load_tokenizer("tiny-bundled")) is GemmaTokenizer and len(loads) == 1
+    assert (folder / CONFIG).read_text() == as_saved and not completed(folder)
