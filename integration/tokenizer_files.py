@@ -77,8 +77,8 @@ def completed_config(config, tokenizer):
 
 
 def differences(a, b):
-    """What tells tokenizers ``a`` and ``b`` apart on ``PROBES`` and in their vocabulary, special tokens and
-    settings (an empty list if nothing does)."""
+    """What tells tokenizers ``a`` and ``b`` apart on ``PROBES`` and in their vocabulary, added and special tokens
+    and settings (an empty list if nothing does)."""
     out = []
     for name in ("all_special_tokens", "all_special_ids", "bos_token_id", "eos_token_id", "pad_token_id",
                  "unk_token_id", "chat_template", "model_max_length", *CARRIED):
@@ -86,6 +86,8 @@ def differences(a, b):
             out.append(name)
     if len(a) != len(b) or a.get_vocab() != b.get_vocab():
         out.append("vocabulary")
+    if _added(a) != _added(b):  # their flags too: whether each is special, stripped, normalized
+        out.append("added tokens")
     for text in PROBES:
         encoded = dict(a(text))
         if encoded != dict(b(text)):
@@ -96,6 +98,10 @@ def differences(a, b):
                     b.decode(encoded["input_ids"], skip_special_tokens=skip):
                 out.append(f"decoding of {text[:20]!r}")
     return out
+
+
+def _added(tokenizer):
+    return {i: token.__getstate__() for i, token in tokenizer.added_tokens_decoder.items()}
 
 
 def _write_atomically(path, text):

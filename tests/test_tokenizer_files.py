@@ -82,6 +82,9 @@ def test_differences_name_what_differs():
     b.padding_side = "right"
     assert differences(a, b) == ["padding_side"]
     assert "vocabulary" in differences(a, tiny_tokenizer())
+    b.padding_side = "left"
+    b.add_special_tokens({"additional_special_tokens": ["▁the"]})  # in the vocabulary, now added and special
+    assert "added tokens" in differences(a, b)
 
 
 def test_a_directory_that_cannot_be_written_is_left_as_it_is(tmp_path, monkeypatch, caplog):
