@@ -127,7 +127,10 @@ def complete(directory, tokenizer):
         saved = path.read_text(encoding="utf-8")
         completed = completed_config(json.loads(saved), tokenizer)
         _write_atomically(path, json.dumps(completed, indent=2, ensure_ascii=False) + "\n")
-        found = differences(tokenizer, AutoTokenizer.from_pretrained(str(directory), local_files_only=True))
+        try:
+            found = differences(tokenizer, AutoTokenizer.from_pretrained(str(directory), local_files_only=True))
+        except Exception as error:  # a config this transformers cannot load: put back as saved
+            found = [f"loading ({type(error).__name__}: {error})"]
         if found:
             logger.info("the tokenizer in %s, config completed, differs in %s: kept as saved", directory,
                         ", ".join(found))

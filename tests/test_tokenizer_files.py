@@ -158,3 +158,16 @@ def test_a_copy_that_cannot_be_completed_is_loaded_once(tmp_path, monkeypatch):
     monkeypatch.setattr(AutoTokenizer, "from_pretrained", lambda *a, **k: loads.append(a) or load(*a, **k))
     assert type(load_tokenizer("tiny-bundled")) is GemmaTokenizer and len(loads) == 1
     assert (folder / CONFIG).read_text() == as_saved and not completed(folder)
+
+
+def test_a_config_that_does_not_load_is_put_back(tmp_path, monkeypatch, caplog):
+    original = gemma_like()
+    as_saved = saved(original, tmp_path)
+    completing = tokenizer_files.completed_config
+    monkeypatch.setattr(tokenizer_files, "completed_config",
+                        lambda config, tok: {**completing(config, tok), "tokenizer_class": "NoSuchTokenizer"})
+    with caplog.at_level(logging.INFO, logger="draftless.integration.tokenizer_files"):
+        assert not complete(tmp_path, original)
+    assert (tmp_path / CONFIG).read_text() == as_saved and "loading (" in caplog.text
+    assert json.loads((tmp_path / MARK).read_text())["completed"] is False
+    assert differences(original, AutoTokenizer.from_pretrained(str(tmp_path))) == []
