@@ -165,7 +165,7 @@ def test_a_config_that_does_not_load_is_put_back(tmp_path, monkeypatch, caplog):
     as_saved = saved(original, tmp_path)
     completing = tokenizer_files.completed_config
     monkeypatch.setattr(tokenizer_files, "completed_config",
-                        lambda config, tok: {**completing(config, tok), "tokenizer_class": "NoSuchTokenizer"})
+                        lambda config, tok: {**completing(config, tok), "padding_side": "middle"})
     with caplog.at_level(logging.INFO, logger="draftless.integration.tokenizer_files"):
         assert not complete(tmp_path, original)
     assert (tmp_path / CONFIG).read_text() == as_saved and "loading (" in caplog.text
