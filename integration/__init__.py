@@ -1,13 +1,36 @@
-"""The torch/transformers layer: verification, KV-cache rollback, acceptance, model loading, the CLI."""
+"""The torch/transformers layer: verification, KV-cache rollback, acceptance, model loading, the CLI.
 
-from draftless.lookup import DraftConfig
+Its public names are loaded on first use (PEP 562), so that importing the package, or its command line for
+``draftless --help`` or a usage error, does not import torch and transformers (4 s on a 2-core CPU)."""
 
-from .generation_plan import UnsupportedGeneration
-from .models import load_model, load_tokenizer
-from .request_starts import forget_request_starts
-from .speculative import SpeculativeGenerator, generate
-from .stats import GenerationStats
-from .switch import disable, enable, is_enabled, stats
+import importlib
 
-__all__ = ["DraftConfig", "GenerationStats", "SpeculativeGenerator", "UnsupportedGeneration", "disable",
-           "enable", "forget_request_starts", "generate", "is_enabled", "load_model", "load_tokenizer", "stats"]
+# each public name -> the module that defines it
+_EXPORTS = {
+    "DraftConfig": "draftless.lookup",
+    "GenerationStats": ".generation_stats",
+    "SpeculativeGenerator": ".speculative",
+    "UnsupportedGeneration": ".generation_plan",
+    "disable": ".switch",
+    "enable": ".switch",
+    "forget_request_starts": ".request_starts",
+    "generate": ".speculative",
+    "is_enabled": ".switch",
+    "load_model": ".models",
+    "load_tokenizer": ".models",
+    "stats": ".switch",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    where = _EXPORTS.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(where, __name__), name)
+    globals()[name] = value  # found without this function from now on
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))

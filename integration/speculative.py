@@ -39,7 +39,7 @@ from . import kv_cache
 from .generation_plan import UnsupportedGeneration, embedding_rows, plan_generation, positions_left
 from .screened_head import ScreenedHead
 from .staged_head import StagedHead, accept_in_stages
-from .stats import StatsRecorder
+from .generation_stats import StatsRecorder
 from .stop_strings import first_stop
 from .token_text import text_classes
 from .verifier import Verifier
