@@ -172,7 +172,10 @@ DTYPES = ("float32", "bfloat16", "float16")
 
 def device_name(text):
     """``text`` if torch names a device so (``cpu``, ``cuda``, ``cuda:1``, ...), else ``ValueError``; also the
-    ``--device`` option's argparse type."""
+    ``--device`` option's argparse type (its default, ``cpu``, taken without importing torch: a usage error
+    answers at once)."""
+    if text == "cpu":
+        return text
     import torch
 
     try:
