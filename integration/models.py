@@ -18,6 +18,7 @@ from pathlib import Path
 from draftless.index.kernel_cache import user_temporary
 
 from . import gguf_reading, tokenizer_files
+from .collector import collection_paused
 
 logger = logging.getLogger(__name__)
 
@@ -206,7 +207,8 @@ def load_model(name_or_path=DEFAULT_MODEL, *, dtype="float32", device="cpu"):
     device_name(device)
     check_device_available(device)
     path = resolve(name_or_path)
-    tokenizer = load_tokenizer(path)  # first: a directory without one is refused before the weights load
-    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, local_files_only=True)
+    with collection_paused():
+        tokenizer = load_tokenizer(path)  # first: a directory without one is refused before the weights load
+        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, local_files_only=True)
     model.to(device).eval()
     return model, tokenizer

@@ -7,19 +7,19 @@ a longer UTF-8 sequence, shown as U+FFFD), is a class of its own: two different 
 Decoding every id takes a second or two for a 262k vocabulary through ``batch_decode`` (Gemma 3's: 1.6 s on a
 2-core CPU, in every process that builds a ``SpeculativeGenerator``), 0.2 s through the Rust tokenizer's own batch
 decode, which gives the same texts where transformers adds nothing to it (``token_texts``); the classes are kept
-per tokenizer object. Both run with Python's cyclic garbage collector paused (``collection_paused``): their half a
-million short-lived lists and strings otherwise set off collections that each walk the whole heap, 0.4 s of 0.9 s
-for Gemma's vocabulary once torch, transformers and the model are loaded (400k objects tracked).
+per tokenizer object. Both run with Python's cyclic garbage collector paused (``collector.collection_paused``):
+their half a million short-lived lists and strings otherwise set off collections that each walk the whole heap,
+0.4 s of 0.9 s for Gemma's vocabulary once torch, transformers and the model are loaded (400k objects tracked).
 """
 
-import contextlib
-import gc
 import logging
 import weakref
 
 import numpy as np
 
 from draftless.lookup.reflow import WHITESPACE
+
+from .collector import collection_paused
 
 logger = logging.getLogger(__name__)
 _CLASSES = weakref.WeakKeyDictionary()
@@ -58,18 +58,6 @@ def text_classes(tokenizer):
     except TypeError:
         pass
     return classes
-
-
-@contextlib.contextmanager
-def collection_paused():
-    """Python's cyclic garbage collector off within, as it was after (reference counting frees as ever)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _classes(tokenizer, size):

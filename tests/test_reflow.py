@@ -152,7 +152,7 @@ def test_text_classes_from_a_tokenizer():
 def test_the_classes_are_found_with_the_collector_paused_and_leave_it_as_it_was():
     import gc
 
-    from draftless.integration import token_text
+    from draftless.integration import collector, token_text
     from tiny_models import tiny_tokenizer
 
     seen = []
@@ -167,7 +167,7 @@ def test_the_classes_are_found_with_the_collector_paused_and_leave_it_as_it_was(
             assert gc.isenabled() == enabled
         with pytest.raises(ZeroDivisionError):  # restored after an error too
             gc.enable()
-            with token_text.collection_paused():
+            with collector.collection_paused():
                 1 / 0
         assert gc.isenabled()
     finally:
@@ -210,3 +210,27 @@ def test_a_generator_with_a_tokenizer_drafts_reflowed_copies_exactly():
     assert late.proposer.reflow is not None
     ref = model.generate(ids, max_new_tokens=12, do_sample=False, tokenizer=tok, stop_strings=["@@"])
     assert torch.equal(out, ref) and torch.equal(gen.generate(ids, max_new_tokens=12, do_sample=False), ref)
+
+
+def test_a_model_loads_with_the_collector_paused_and_leaves_it_as_it_was(tmp_path, monkeypatch):
+    import gc
+
+    import transformers
+
+    from draftless.integration import load_model
+    from tiny_models import tiny_model, tiny_tokenizer
+
+    tok = tiny_tokenizer()
+    tiny_model("llama", vocab=len(tok)).save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    seen = []
+    loads = transformers.AutoModelForCausalLM.from_pretrained
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained",
+                        lambda *a, **k: seen.append(gc.isenabled()) or loads(*a, **k))
+    original = gc.isenabled()
+    try:
+        gc.enable()
+        model, tokenizer = load_model(tmp_path)
+        assert seen == [False] and gc.isenabled() and len(tokenizer) == len(tok) and not model.training
+    finally:
+        (gc.enable if original else gc.disable)()
