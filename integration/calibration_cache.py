@@ -2,12 +2,11 @@
 measurement under the user cache dir, written atomically, read once per process; where that directory cannot be
 written, what was measured serves the process that measured it, with one warning."""
 
-import contextlib
 import functools
 import json
 import logging
-import os
 
+from .atomic_file import write_text_atomically
 from .calibration_key import calibration_key
 from .models import cache_root
 
@@ -47,15 +46,10 @@ def cached(model, kind, measure, encode, decode):
         logger.info("measuring %s for this model/device/dtype/threads once (seconds on a small CPU), then "
                     "caching it in %s", kind, path.parent)
         value = measure()
-        data = json.dumps(encode(value))
-        staging = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            staging.write_text(data)
-            os.replace(staging, path)  # atomic: another process reading the cache never sees half a file
+            write_text_atomically(path, json.dumps(encode(value)))
         except OSError as error:  # a read-only or full disk: kept for this process only
-            with contextlib.suppress(OSError):
-                staging.unlink(missing_ok=True)
             _warn_unwritable(path.parent, error)
         logger.info("calibrated %s for %s: %s", kind, path.stem, value)
         _MEMO[str(path)] = value

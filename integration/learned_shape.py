@@ -16,12 +16,12 @@ is ignored with a warning, never trusted.
 
 import json
 import logging
-import os
 
 import numpy as np
 
 from draftless.lookup.cost_model import CostCurve, OnlineCost, checked_log_shape
 
+from .atomic_file import write_text_atomically
 from .calibration import cache_file, calibration_key
 
 logger = logging.getLogger(__name__)
@@ -64,7 +64,5 @@ def save_learned_shape(model, cost):
     path.parent.mkdir(parents=True, exist_ok=True)
     data = {"ks": list(cost.curve.ks), "curve": list(cost.curve.seconds),
             "log_shape": [float(x) for x in cost.learned_shape()], "key": calibration_key(model)}
-    staging = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    staging.write_text(json.dumps(data))
-    os.replace(staging, path)  # atomic: a process starting now reads the old shape or the new, never half
+    write_text_atomically(path, json.dumps(data))  # a process starting now reads the old shape or the new
     return path

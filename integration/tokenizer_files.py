@@ -17,9 +17,9 @@ completed under another transformers version is put back as saved (``restore``) 
 
 import json
 import logging
-import os
-import tempfile
 from pathlib import Path
+
+from .atomic_file import write_text_atomically
 
 logger = logging.getLogger(__name__)
 
@@ -66,8 +66,7 @@ def completed_config(config, tokenizer):
     """``config`` (the saved ``tokenizer_config.json``) with ``tokenizer``'s added tokens, padding and truncation
     sides and model inputs, and its class ``TokenizersBackend`` where ``plain_backend``."""
     out = dict(config)
-    out["added_tokens_decoder"] = {str(i): token.__getstate__() for i, token in
-                                   sorted(tokenizer.added_tokens_decoder.items())}
+    out["added_tokens_decoder"] = {str(i): state for i, state in sorted(_added(tokenizer).items())}
     for name in CARRIED:
         value = getattr(tokenizer, name)
         out[name] = list(value) if isinstance(value, (list, tuple)) else value
@@ -104,17 +103,6 @@ def _added(tokenizer):
     return {i: token.__getstate__() for i, token in tokenizer.added_tokens_decoder.items()}
 
 
-def _write_atomically(path, text):
-    fd, staging = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(staging, path)
-    except BaseException:
-        Path(staging).unlink(missing_ok=True)
-        raise
-
-
 def complete(directory, tokenizer):
     """Rewrite ``directory``'s saved tokenizer config (``completed_config``) where ``tokenizer``, which it was
     saved from, reloads from it the same (``differences``), else leave it as saved; mark the directory either way.
@@ -126,7 +114,7 @@ def complete(directory, tokenizer):
     try:
         saved = path.read_text(encoding="utf-8")
         completed = completed_config(json.loads(saved), tokenizer)
-        _write_atomically(path, json.dumps(completed, indent=2, ensure_ascii=False) + "\n")
+        write_text_atomically(path, json.dumps(completed, indent=2, ensure_ascii=False) + "\n")
         try:
             found = differences(tokenizer, AutoTokenizer.from_pretrained(str(directory), local_files_only=True))
         except Exception as error:  # a config this transformers cannot load: put back as saved
@@ -134,8 +122,8 @@ def complete(directory, tokenizer):
         if found:
             logger.info("the tokenizer in %s, config completed, differs in %s: kept as saved", directory,
                         ", ".join(found))
-            _write_atomically(path, saved)
-        _write_atomically(directory / MARK, json.dumps({"version": VERSION, "transformers": _transformers_version(),
+            write_text_atomically(path, saved)
+        write_text_atomically(directory / MARK, json.dumps({"version": VERSION, "transformers": _transformers_version(),
                                                         "completed": not found, "saved": saved}) + "\n")
     except OSError as error:
         logger.info("cannot complete the tokenizer config in %s (%s): it loads as saved", directory, error)
@@ -172,7 +160,7 @@ def restore(directory):
     if not isinstance(saved, str):
         return False
     try:
-        _write_atomically(Path(directory) / CONFIG, saved)
+        write_text_atomically(Path(directory) / CONFIG, saved)
         (Path(directory) / MARK).unlink(missing_ok=True)
     except OSError as error:
         logger.info("cannot put back the tokenizer config in %s (%s)", directory, error)

@@ -94,7 +94,7 @@ def test_a_directory_that_cannot_be_written_is_left_as_it_is(tmp_path, monkeypat
     def refuse(path, text):
         raise PermissionError(f"read-only: {path}")
 
-    monkeypatch.setattr(tokenizer_files, "_write_atomically", refuse)
+    monkeypatch.setattr(tokenizer_files, "write_text_atomically", refuse)
     with caplog.at_level(logging.INFO, logger="draftless.integration.tokenizer_files"):
         assert not complete(tmp_path, original)
     assert (tmp_path / CONFIG).read_text() == as_saved and not completed(tmp_path) and "read-only" in caplog.text
@@ -151,7 +151,7 @@ def test_a_copy_that_cannot_be_completed_is_loaded_once(tmp_path, monkeypatch):
     as_saved = saved(gemma_like(), folder)
     monkeypatch.setitem(models.BUNDLED, "tiny-bundled", None)
     monkeypatch.setattr(models, "converted_dir", lambda name: folder)
-    monkeypatch.setattr(tokenizer_files, "_write_atomically", lambda path, text: (_ for _ in ()).throw(
+    monkeypatch.setattr(tokenizer_files, "write_text_atomically", lambda path, text: (_ for _ in ()).throw(
         PermissionError(f"read-only: {path}")))
     loads = []
     load = AutoTokenizer.from_pretrained
