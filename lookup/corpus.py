@@ -54,9 +54,6 @@ class ReferenceCorpus:
         for doc in documents:
             self.add(doc)
 
-    def _append(self, doc):
-        self._starts, self._n_docs = _appended(self.index, self._starts, self._n_docs, doc)
-
     @property
     def starts(self):
         """Each document's first position in ``index`` (int64, oldest first)."""
@@ -76,7 +73,7 @@ class ReferenceCorpus:
             with self._lock:
                 if self.max_tokens is None or len(self.index) + doc.size <= self.max_tokens:
                     self._docs.append(doc)
-                    self._append(doc)
+                    self._starts, self._n_docs = _appended(self.index, self._starts, self._n_docs, doc)
                     return
                 kept = collections.deque(self._docs)
             kept.append(doc)
