@@ -19,7 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.replay import parse_run_arguments, recorded_config, recorded_cost, replay, run_text_classes
+from benchmarks.replay import (
+    parse_run_arguments, recorded_config, recorded_cost, replay, run_digit_tokens, run_text_classes,
+)
 from draftless.lookup import AdaptiveConfig, AdaptiveProposer
 from draftless.lookup.adaptive import cost_model
 from draftless.lookup.cost_model import CostCurve, OnlineCost
@@ -64,7 +66,7 @@ def price(data, full, noises=(0.0, 0.05, 0.1), seeds=5, shape_rates=(0.0,), pass
     8-row stairs); ``at_knots``: learn from passes at knots only (``AdaptiveConfig.shape_at_knots``)."""
     base = recorded_config(data) if "draftless_config" in data else AdaptiveConfig()  # older runs: the default
     excluded = tuple(data.get("inexact_drafts", ()))
-    classes = run_text_classes(data)
+    classes, digits = run_text_classes(data), run_digit_tokens(data)
     curves = [(name, SUBSETS[name]) for name in subsets if SUBSETS[name] is None or set(SUBSETS[name]) <= set(full.ks)]
     out = {}
     fixed = [(f"the run's curve / {level:g}", CostCurve(full.ks, tuple(s / level for s in full.seconds)))
@@ -85,7 +87,8 @@ def price(data, full, noises=(0.0, 0.05, 0.1), seeds=5, shape_rates=(0.0,), pass
                         cost = curve
                         if kept_shape and not isinstance(curve, OnlineCost):
                             cost = cost_model(config, curve, kept[-1].cost.learned_shape() if kept else None)
-                        kept.append(AdaptiveProposer(config, cost=cost, excluded=excluded, text_classes=classes))
+                        kept.append(AdaptiveProposer(config, cost=cost, excluded=excluded, text_classes=classes,
+                                                     digit_tokens=digits))
                         return kept[-1]
 
                     make = {"draftless": make_one}

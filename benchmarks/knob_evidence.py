@@ -1,7 +1,7 @@
 """The evidence for one knob of the adaptive policy across recorded runs: replay every run with the knob at each
 value (the other knobs at their defaults) and report, against the first value, the geometric mean gain in
-modelled speedup over every suite column of every run, the worst and best columns, and each run's overall
-column.
+modelled speedup over every suite column of every run, the worst and best columns, the same per model and suite,
+and each run's overall column.
 
     python -m benchmarks.knob_evidence benchmarks/recorded/*.json --knob periodic --values false,true
 
@@ -51,6 +51,11 @@ def parse_values(knob, text):
     return values
 
 
+def geometric_gain(ratios):
+    """The geometric mean of speedup ratios, as a gain (0.01: 1 % faster)."""
+    return float(np.exp(np.mean(np.log(ratios)))) - 1
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks.knob_evidence", description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path, help="JSON files written by benchmarks.run --json")
@@ -70,17 +75,27 @@ def main(argv=None):
         for v in values[1:]:
             for suite, speedup in result[v].items():
                 if suite != "all":
-                    gains[v].append((speedup / result[base][suite], f"{path.stem}: {suite}"))
+                    gains[v].append((speedup / result[base][suite], f"{path.stem}: {suite}",
+                                     (path.stem.split("_")[0], suite)))
         overall.append((path.stem, result[base]["all"], [result[v]["all"] for v in values[1:]]))
     n = len(next(iter(gains.values())))
     lines = [f"{args.knob}, against {base}, over {n} suite columns of {len(args.runs)} runs: geometric mean "
              "gain in modelled speedup, and the worst and best columns.", "",
              "| value | mean | worst | best |", "|---|---|---|---|"]
     for v, column in gains.items():
-        mean = float(np.exp(np.mean(np.log([g for g, _ in column])))) - 1
-        (lo, lo_at), (hi, hi_at) = min(column), max(column)
+        mean = geometric_gain([g for g, _, _ in column])
+        (lo, lo_at, _), (hi, hi_at, _) = min(column), max(column)
         lines.append(f"| {v} | {100 * mean:+.1f} % | {100 * (lo - 1):+.1f} % ({lo_at}) | "
                      f"{100 * (hi - 1):+.1f} % ({hi_at}) |")
+    lines += ["", "By model (the run's name up to its first underscore) and suite:", "",
+              "| value | model | suite | columns | mean | worst | best |", "|---|---|---|---|---|---|---|"]
+    for v, column in gains.items():
+        groups = {}
+        for g, _, key in column:
+            groups.setdefault(key, []).append(g)
+        for (model, suite), gs in sorted(groups.items()):
+            lines.append(f"| {v} | {model} | {suite} | {len(gs)} | {100 * geometric_gain(gs):+.2f} % | "
+                         f"{100 * (min(gs) - 1):+.2f} % | {100 * (max(gs) - 1):+.2f} % |")
     lines += ["", f"| run | all suites, {base} | " + " | ".join(f"{v}" for v in values[1:]) + " |",
               "|---|---|" + "---|" * (len(values) - 1)]
     for stem, b, others in overall:

@@ -18,7 +18,7 @@ from tqdm import tqdm
 
 from draftless.lookup import AdaptiveConfig
 
-from .replay import AdaptiveFactory, recorded_cost, replay, run_text_classes
+from .replay import AdaptiveFactory, recorded_cost, replay, run_digit_tokens, run_text_classes
 
 
 def columns(path, configs):
@@ -26,7 +26,8 @@ def columns(path, configs):
     data = json.loads(Path(path).read_text())
     cost = recorded_cost(data)
     excluded = tuple(data.get("inexact_drafts", ()))
-    kw = {"cost": cost, "excluded": excluded, "text_classes": run_text_classes(data)}
+    kw = {"cost": cost, "excluded": excluded, "text_classes": run_text_classes(data),
+          "digit_tokens": run_digit_tokens(data)}
     factories = {name: AdaptiveFactory(cfg, **kw) for name, cfg in configs.items()}
     out = {}
     for row in replay(data["outputs"], factories, cost):

@@ -28,7 +28,7 @@ from draftless.lookup.adaptive import AdaptiveConfig, AdaptiveProposer
 from draftless.lookup.occurrence import agreement, periodic_continuation
 
 from .lookup_ceiling import LookupCeilingProposer
-from .replay import AdaptiveFactory, parse_run_arguments, replay, replay_one, run_text_classes
+from .replay import AdaptiveFactory, parse_run_arguments, replay, replay_one, run_digit_tokens, run_text_classes
 
 
 def draft_kind(copying, match_length, k, copy_length):
@@ -120,7 +120,8 @@ def gap(data, cost, firsts=(1, 3)):
     """``(calibration table, {config: {suite: modelled speedup}})`` for one recorded run."""
     config = AdaptiveConfig()  # the library's policy, as replay's "draftless" row
     excluded = tuple(data.get("inexact_drafts", ()))
-    kw = {"cost": cost, "excluded": excluded, "text_classes": run_text_classes(data)}
+    kw = {"cost": cost, "excluded": excluded, "text_classes": run_text_classes(data),
+          "digit_tokens": run_digit_tokens(data)}
     table = calibration(data["outputs"], lambda: CalibrationProbe(config, **kw))
     configs = {"draftless": AdaptiveFactory(config, **kw)}
     for n in firsts:

@@ -28,7 +28,7 @@ from draftless.lookup import AdaptiveConfig
 from draftless.lookup.acceptance_model import CORPUS, DEFAULT_PRIOR, LENGTH_EDGES, ORIGINS, bucket
 from draftless.lookup.adaptive import AdaptiveProposer
 
-from .replay import AdaptiveFactory, recorded_cost, replay, run_text_classes
+from .replay import AdaptiveFactory, recorded_cost, replay, run_digit_tokens, run_text_classes
 
 REGIMES = ("writing", "copying")
 
@@ -109,7 +109,8 @@ def length_label(b):
 def run_inputs(path):
     data = json.loads(Path(path).read_text())
     cost = recorded_cost(data)
-    kw = {"cost": cost, "excluded": tuple(data.get("inexact_drafts", ())), "text_classes": run_text_classes(data)}
+    kw = {"cost": cost, "excluded": tuple(data.get("inexact_drafts", ())), "text_classes": run_text_classes(data),
+          "digit_tokens": run_digit_tokens(data)}
     return data, cost, kw
 
 

@@ -9,8 +9,9 @@ position, the drafting cost per step, and a speedup estimate: tokens produced pe
 with each pass of k draft tokens costing c(k) of a cost curve (the one the run calibrated, when its JSON
 holds one; otherwise Gemma 3 270M on a 2-core CPU),
 relative to plain decoding at c(0) per token. It takes seconds, which is how drafting defaults get chosen.
-The default policy drafts re-flowed copies as the loop did, with the token texts of the run's model's tokenizer
-(``run_text_classes``: a bundled model's, converted on first use like its weights, or a local directory's).
+The default policy drafts re-flowed and stepped copies as the loop did, with the token texts and the digits' tokens
+of the run's model's tokenizer (``run_text_classes``, ``run_digit_tokens``: a bundled model's, converted on first
+use like its weights, or a local directory's).
 ``--cost`` replays the same outputs under another curve: ``cpu`` (Gemma 3 270M on a 2-core CPU) or
 ``near_flat`` (an accelerator's shape, where a longer pass costs little more), so that a default chosen on
 this CPU can be checked against the flat curve the policy must also serve. ``--history`` adds the default
@@ -57,14 +58,15 @@ ADAPTIVE_KNOBS = {
     "prior_strength": (1.0, 2.0, 8.0), "forgetting": (0.9, 0.95, 0.98, 1.0), "prior": tuple(PRIOR_NAMES),
     "copy_length": (4, 5, 6, 7, 8, 12), "copy_share": (0.0, 0.3, 0.4, 0.5, 1.0), "copy_memory": (0.95, 0.98, 1.0),
     "occurrence_memory": (0.6, 0.7, 0.8, 0.9), "occurrence_margin": (0.0, 0.5, 1.0, 2.0), "periodic": (False, True),
-    "resume_horizon": (0, 4, 16, 64),
+    "resume_horizon": (0, 4, 16, 64), "stepped_copy": (False, True),
 }
 # AdaptiveConfig fields added after some runs were recorded, with the value that reproduces the policy those runs
 # used: before the copy regime (copy_share 0: always copying) every draft was judged as a copy
 # and before the periodic continuation a draft stopped at the end of the stream; before ``earliest_in_prompt``
 # the "frequent" rule's occurrence stood wherever it lay; before the resumed copy (session 48) a plain step was one
 LEGACY_FIELDS = {"copy_share": 0.0, "periodic": False, "earliest_in_prompt": 0, "reflow": False, "shape_rate": 0.0,
-                 "first_level": False, "shape_at_knots": False, "start_memory": 0.0, "resume_horizon": 0}
+                 "first_level": False, "shape_at_knots": False, "start_memory": 0.0, "resume_horizon": 0,
+                 "stepped_copy": False}
 
 
 @functools.lru_cache(maxsize=None)
@@ -77,6 +79,25 @@ def _model_text_classes(model):
     except (OSError, TypeError, ValueError) as error:
         logger.warning("no re-flowed drafts in this replay: the tokenizer of %r could not be loaded (%s)", model, error)
         return None
+
+
+@functools.lru_cache(maxsize=None)
+def _model_digit_tokens(model):
+    from draftless.integration import load_tokenizer
+    from draftless.integration.token_text import digit_tokens
+
+    try:
+        return digit_tokens(load_tokenizer(model))
+    except (OSError, TypeError, ValueError) as error:
+        logger.warning("no stepped copies in this replay: the tokenizer of %r could not be loaded (%s)", model, error)
+        return None
+
+
+def run_digit_tokens(run):
+    """The digits' token ids of the tokenizer of the model a recorded run ran (``token_text.digit_tokens``), with
+    which the default policy drafts stepped copies as the loop does; None where it cannot be loaded or writes
+    numbers otherwise than digit by digit (the replay then drafts none)."""
+    return None if run.get("model") is None else _model_digit_tokens(run["model"])
 
 
 def run_text_classes(run):
@@ -138,8 +159,9 @@ class HistoryFactory:
     """Makes the default policy over a corpus of the records replayed before this one (``replay`` calls ``start``
     before the first record and ``done`` after each): their outputs, or with ``prompts`` whole requests."""
 
-    def __init__(self, cost, excluded, prompts=False, text_classes=None):
+    def __init__(self, cost, excluded, prompts=False, text_classes=None, digit_tokens=None):
         self.cost, self.excluded, self.prompts, self.text_classes = cost, excluded, prompts, text_classes
+        self.digit_tokens = digit_tokens
         self.start()
 
     def start(self):
@@ -151,18 +173,22 @@ class HistoryFactory:
 
     def __call__(self, truth):
         return AdaptiveProposer(AdaptiveConfig(), cost=self.cost, excluded=self.excluded, corpus=self.corpus,
-                                text_classes=self.text_classes, start=self.request_start)
+                                text_classes=self.text_classes, start=self.request_start,
+                                digit_tokens=self.digit_tokens)
 
 
-def configurations(grid=False, cost=CPU_SMALL_MODEL, excluded=(), history=False, text_classes=None):
+def configurations(grid=False, cost=CPU_SMALL_MODEL, excluded=(), history=False, text_classes=None,
+                   digit_tokens=None):
     """Named proposer factories (each takes the true sequence, which only the oracle and the lookup ceilings
     read): the library's default, the fixed-length suffix proposer, the peers' rules, the oracle and the
     hindsight ceilings of lookup drafting (``lookup_ceiling``), plus with ``grid`` a grid of suffix and
     adaptive settings. ``excluded``: draft lengths the run's device did not verify exactly, which the adaptive
     policy never chose there (a run's ``inexact_drafts``). ``history``: the ``HistoryFactory`` configurations too.
-    ``text_classes`` (``run_text_classes``): the adaptive configurations draft re-flowed copies as the loop does."""
+    ``text_classes`` (``run_text_classes``) and ``digit_tokens`` (``run_digit_tokens``): the adaptive configurations
+    draft re-flowed and stepped copies as the loop does."""
+    tokens = {"text_classes": text_classes, "digit_tokens": digit_tokens}
     configs = {
-        "draftless": AdaptiveFactory(AdaptiveConfig(), cost=cost, excluded=excluded, text_classes=text_classes),
+        "draftless": AdaptiveFactory(AdaptiveConfig(), cost=cost, excluded=excluded, **tokens),
         "suffix_fixed": lambda truth: SuffixProposer(DraftConfig()),
         "rule_pld": lambda truth: PromptLookupRule(),
         "rule_ngram32": lambda truth: NgramRule(),
@@ -175,8 +201,8 @@ def configurations(grid=False, cost=CPU_SMALL_MODEL, excluded=(), history=False,
         "ceiling_any": lambda truth: LookupCeilingProposer(truth, cost, "any"),
     }
     if history:
-        configs["draftless_history"] = HistoryFactory(cost, excluded, text_classes=text_classes)
-        configs["draftless_history_requests"] = HistoryFactory(cost, excluded, prompts=True, text_classes=text_classes)
+        configs["draftless_history"] = HistoryFactory(cost, excluded, **tokens)
+        configs["draftless_history_requests"] = HistoryFactory(cost, excluded, prompts=True, **tokens)
     if grid:
         for occurrence, max_draft, min_match in itertools.product(("recent", "first", "frequent"), (8, 16, 32),
                                                                   (1, 2, 3)):
@@ -186,8 +212,7 @@ def configurations(grid=False, cost=CPU_SMALL_MODEL, excluded=(), history=False,
             for value in values:
                 cfg = AdaptiveConfig(**{knob: value})
                 label = value if knob != "prior" else PRIOR_NAMES[value]
-                configs[f"adaptive[{knob}={label}]"] = AdaptiveFactory(cfg, cost=cost, excluded=excluded,
-                                                                       text_classes=text_classes)
+                configs[f"adaptive[{knob}={label}]"] = AdaptiveFactory(cfg, cost=cost, excluded=excluded, **tokens)
     return configs
 
 
@@ -317,7 +342,7 @@ def main(argv=None):
                         help="also replay drafting from the earlier records' outputs (and requests)")
     args, data, cost = parse_run_arguments(parser, argv)
     configs = configurations(args.grid, cost, tuple(data.get("inexact_drafts", ())), history=args.history,
-                             text_classes=run_text_classes(data))
+                             text_classes=run_text_classes(data), digit_tokens=run_digit_tokens(data))
     rows = replay(data["outputs"], configs, cost)
     sys.stdout.write(markdown(rows))
     if args.json:

@@ -29,7 +29,7 @@ import numpy as np
 from draftless.lookup.adaptive import AdaptiveConfig, AdaptiveProposer
 from draftless.lookup.occurrence import agreement, rule_ends
 
-from .replay import parse_run_arguments, run_text_classes
+from .replay import parse_run_arguments, run_digit_tokens, run_text_classes
 
 SHAPES = ((0, 0), (1, 4), (3, 4), (3, 8), (7, 4), (7, 8), (15, 4))  # (count, length) of the extra branches
 SHORTER = 3  # shorter matched suffixes whose occurrences supply branches
@@ -102,11 +102,12 @@ def tree_replay(run, cost, shapes=SHAPES):
     excluded = tuple(run.get("inexact_drafts", ()))
     max_new = int(run.get("max_new_tokens", 128))
     rows = []
-    classes = run_text_classes(run)
+    classes, digits = run_text_classes(run), run_digit_tokens(run)
     for count, length in shapes:
         agg = defaultdict(lambda: [0, 0, 0, 0.0])  # passes, tokens, tree tokens, modelled time
         for rec in run["outputs"]:
-            proposer = AdaptiveProposer(AdaptiveConfig(), cost=cost, excluded=excluded, text_classes=classes)
+            proposer = AdaptiveProposer(AdaptiveConfig(), cost=cost, excluded=excluded, text_classes=classes,
+                                        digit_tokens=digits)
             kept, sizes = tree_replay_one(proposer, rec["tokens"], rec["prompt_len"], max_new, count, length,
                                           excluded)
             for suite in (rec["suite"], "all"):

@@ -41,7 +41,7 @@ from .screened_head import ScreenedHead
 from .staged_head import StagedHead, accept_in_stages
 from .generation_stats import StatsRecorder
 from .stop_strings import first_stop
-from .token_text import text_classes
+from .token_text import digit_tokens, text_classes
 from .verifier import Verifier
 
 logger = logging.getLogger(__name__)
@@ -239,13 +239,20 @@ class SpeculativeGenerator:
 
     def _use_tokenizer_texts(self, tokenizer):
         """Give the adaptive proposer the tokens' texts (``token_text``) the first time a tokenizer is known, so
-        that it drafts re-flowed copies too (``draftless.lookup.reflow``)."""
+        that it drafts re-flowed copies too (``draftless.lookup.reflow``), and where the tokenizer writes numbers
+        digit by digit, its digits' tokens, so that it drafts stepped copies (``draftless.lookup.stepped_copy``)."""
         if not self._reflow_pending or tokenizer is None:
             return
         self._reflow_pending = False
         try:
-            classes = text_classes(tokenizer)
+            digits = digit_tokens(tokenizer)
         except (AttributeError, TypeError, ValueError) as error:  # an object that only decodes (stop strings)
+            logger.info("draftless: no stepped copies: the tokenizer's digits could not be read (%s)", error)
+            digits = None
+        self.proposer.use_digit_tokens(digits)
+        try:
+            classes = text_classes(tokenizer)
+        except (AttributeError, TypeError, ValueError) as error:
             logger.info("draftless: no re-flowed drafts: the tokenizer's texts could not be read (%s)", error)
             return
         self.proposer.use_text_classes(classes)

@@ -1,5 +1,6 @@
 """Each token id's text class, from a tokenizer: what ``draftless.lookup.reflow`` matches copies by when the
-model changes their whitespace.
+model changes their whitespace; and the digits' token ids, which ``draftless.lookup.stepped_copy`` writes stepped
+numbers in (``digit_tokens``).
 
 A token's class is its decoded text with surrounding whitespace stripped (" see" and "see" share one), or
 ``WHITESPACE`` where nothing is left. A special token, or one that decodes to an incomplete character (a byte of
@@ -23,6 +24,10 @@ from .collector import collection_paused
 
 logger = logging.getLogger(__name__)
 _CLASSES = weakref.WeakKeyDictionary()
+_DIGITS = weakref.WeakKeyDictionary()
+# numbers as a model writes them: alone, after a word, in a date and a port; every digit of each must come out as
+# the token its digit has alone, in order, for the stepped copy to write numbers as the model does
+DIGIT_PROBES = ("1234567890", "batch 9876543210 in", "2024-03-01 12:04:00", "port = 8010\n", "x[10] = 2.50")
 
 
 def token_texts(tokenizer, size):
@@ -76,3 +81,36 @@ def _classes(tokenizer, size):
     logger.debug("text classes of %d tokens: %d classes, %d whitespace", size, len(names),
                  int((classes < 0).sum()))
     return classes
+
+
+def digit_tokens(tokenizer):
+    """The ten ASCII digits' token ids, ``ids[d]`` the token that ``tokenizer`` encodes digit ``d`` alone as,
+    where it writes every number of ``DIGIT_PROBES`` digit by digit in those tokens (Gemma 3's and SmolLM2's
+    do); None where it does not (a tokenizer that merges digits into one token: ``draftless.lookup.stepped_copy``
+    then drafts nothing)."""
+    try:
+        return _DIGITS[tokenizer]
+    except (KeyError, TypeError):
+        pass
+    ids = _digit_ids(tokenizer)
+    try:
+        _DIGITS[tokenizer] = ids
+    except TypeError:
+        pass
+    return ids
+
+
+def _digit_ids(tokenizer):
+    ids = []
+    for digit in "0123456789":
+        encoded = list(tokenizer.encode(digit, add_special_tokens=False))
+        if len(encoded) != 1:
+            return None
+        ids.append(int(encoded[0]))
+    if len(set(ids)) != 10:
+        return None
+    for probe in DIGIT_PROBES:
+        encoded = [int(t) for t in tokenizer.encode(probe, add_special_tokens=False)]
+        if [ids.index(t) for t in encoded if t in ids] != [int(c) for c in probe if c.isdigit()]:
+            return None
+    return ids

@@ -4,7 +4,8 @@ about the match it came from and whether the output is copying (``copy_regime``)
 The rate ``a(l, origin, copying)`` is the chance that the token which followed an earlier occurrence of
 the matched suffix is the target's next token, given that the matched suffix is ``l`` tokens long, the
 occurrence lies in generated text (origin 0), the prompt (1), a reference corpus (2, ``corpus``) or is a
-match with whitespace ignored (3, ``reflow``), and the output is copying or writing. Lengths are
+match with whitespace ignored (3, ``reflow``) or a copy of the period before with its numbers stepped (4,
+``stepped_copy``, judged as a copy), and the output is copying or writing. Lengths are
 bucketed (``LENGTH_EDGES``).
 
 - *Copying*: once the first ``i`` draft tokens are accepted, the suffix matched at the next position is
@@ -44,9 +45,10 @@ DEFAULT_PRIOR = (0.35, 0.52, 0.7, 0.72, 0.88, 0.95, 0.97, 0.98, 0.98, 0.98, 0.98
 CORPUS_PRIOR = (0.16, 0.22, 0.43, 0.31, 0.51, 0.98, 0.98, 0.98, 0.98, 0.98, 0.98, 0.98)
 
 
-ORIGINS = ("generated", "prompt", "corpus", "reflowed")
-# reflowed: a match of the request's own text with its whitespace ignored (``reflow``); it starts from ``prior``
-GENERATED, PROMPT, CORPUS, REFLOWED = range(len(ORIGINS))
+ORIGINS = ("generated", "prompt", "corpus", "reflowed", "stepped")
+# reflowed: a match of the request's own text with its whitespace ignored (``reflow``); stepped: the period before
+# with its numbers stepped (``stepped_copy``); both start from ``prior``
+GENERATED, PROMPT, CORPUS, REFLOWED, STEPPED = range(len(ORIGINS))
 
 
 def origin_cell(origin):
@@ -71,7 +73,7 @@ def expected_accepted(rates):
 
 class AcceptanceModel:
     """Cells ``[regime, origin, bucket]``: regime 0 writing, 1 copying; origin 0 generated text, 1 prompt, 2
-    corpus, 3 re-flowed (``origin`` arguments also take a bool: from the prompt or not). Every cell starts
+    corpus, 3 re-flowed, 4 stepped (``origin`` arguments also take a bool: from the prompt or not). Every cell starts
     from ``prior``'s rate for its bucket (the corpus cells from ``corpus_prior``'s) and learns from its own
     evidence."""
 

@@ -15,7 +15,7 @@ import numpy as np
 from draftless.index import SuffixIndex
 from draftless.index.validation import as_token_array
 
-from .acceptance_model import CORPUS, GENERATED, PROMPT, REFLOWED, AcceptanceModel
+from .acceptance_model import CORPUS, GENERATED, PROMPT, REFLOWED, STEPPED, AcceptanceModel
 from .adaptive_config import OCCURRENCES, AdaptiveConfig  # noqa: F401 (names kept importable from here)
 from .copy_regime import CopyRegime
 from .corpus import ReferenceCorpus
@@ -25,6 +25,7 @@ from .proposer import draft_budget
 from .reflow import ReflowIndex, check_text_classes
 from .request_start import RequestStart
 from .resumed_copy import ResumedCopy
+from .stepped_copy import SteppedCopy
 
 EMPTY = np.empty(0, dtype=np.int64)
 # c(k)/c(0) calibrated for Gemma 3 270M, fp32, on a 2-core CPU (MKL, every linear layer in its fastest form,
@@ -60,16 +61,17 @@ def best_draft(expected, cost, excluded=()):
 class AdaptiveProposer:
     """The adaptive policy over the request's own stream and, given a ``ReferenceCorpus``, over the corpus
     too, and, given the tokens' texts (``text_classes``), over the stream with its whitespace ignored
-    (``reflow``): each step weighs the longest match in each (its own acceptance cells,
-    ``acceptance_model.CORPUS`` for the corpus, ``REFLOWED`` for the re-flowed match) and drafts from whichever is
-    worth more tokens per unit of time; the request's own stream wins ties. Where none pays a draft, the copy
+    (``reflow``), and, given the digits' token ids (``digit_tokens``), the period before with its numbers stepped
+    (``stepped_copy``): each step weighs the longest match in each (its own acceptance cells,
+    ``acceptance_model.CORPUS`` for the corpus, ``REFLOWED`` for the re-flowed match, ``STEPPED`` for the stepped
+    copy) and drafts from whichever is worth more tokens per unit of time; the request's own stream wins ties. Where none pays a draft, the copy
     that the target broke lately is drafted from right after the token it replaced, if that pays
     (``resumed_copy``, ``AdaptiveConfig.resume_horizon``). Given a ``RequestStart`` (``start``), each request's
     drafts until its first verified one are chosen under what earlier requests' first drafts showed, and add to
     it (``request_start``)."""
 
     def __init__(self, config=None, cost=None, vocab_size=None, excluded=(), corpus=None, text_classes=None,
-                 start=None):
+                 start=None, digit_tokens=None):
         self.config = AdaptiveConfig() if config is None else config
         if not isinstance(self.config, AdaptiveConfig):
             raise TypeError(f"config must be an AdaptiveConfig, got {type(self.config).__name__}")
@@ -97,7 +99,16 @@ class AdaptiveProposer:
         # draft held through them (``OnlineCost.staged``); None: all at once
         self.first_rows = None
         self.reflow = None
+        self.stepped = None
+        self.use_digit_tokens(digit_tokens)
         self.use_text_classes(text_classes)
+
+    def use_digit_tokens(self, digit_tokens):
+        """Draft stepped copies too (``stepped_copy``), from the next request on: ``digit_tokens`` holds the ten
+        ASCII digits' token ids (``digit_tokens[d]`` the token of digit ``d``) of a tokenizer that writes numbers
+        digit by digit; None: never. Checked, then unused, when the config's ``stepped_copy`` is off."""
+        stepped = None if digit_tokens is None else SteppedCopy(digit_tokens)  # checks them
+        self.stepped = stepped if self.config.stepped_copy else None
 
     def use_text_classes(self, text_classes):
         """Draft re-flowed copies too (``reflow``), from the next request on: ``text_classes`` maps each token id
@@ -156,13 +167,20 @@ class AdaptiveProposer:
             length, end = reflowed
             options.append(self._option(acceptance, length, REFLOWED, end, min(k_cap, len(self.index) - 1 - end),
                                         copying))
+        stepped = self.stepped.source(self.index, k_cap) if self.stepped is not None else None
+        if stepped is not None:  # judged as a copy whatever the regime: its length grows as a copy's match does
+            length, period, stepped_draft = stepped
+            options.append(self._option(acceptance, length, STEPPED, period, stepped_draft.size, True))
         best = max(options, key=lambda option: option[0]) if options else None  # the first of equals
         if best is None or best[1] == 0:  # a plain step, unless the copy that broke lately pays to resume
             return self._resumed_copy(k_cap)
         _, k, length, origin, end, first_rows = best
         self.chosen.append((len(self.index), k))
         self.first_rows = first_rows if first_rows < k + 1 else None
-        if origin == CORPUS:
+        if origin == STEPPED:
+            draft = stepped_draft[:k]
+            copying = True
+        elif origin == CORPUS:
             draft = self.view.continuation(k, end)
         elif origin == REFLOWED:  # the copy with the whitespace the model has been writing instead
             self._reflow_source = self.index.continuation(end, k)

@@ -90,6 +90,10 @@ class AdaptiveConfig:
     # model re-wraps or re-indents) where it spans at least ``reflow_lead`` more words than the exact match
     reflow: bool = True
     reflow_lead: int = 2
+    # given the digits' token ids, also draft the period before with its numbers stepped where the stream repeats
+    # with its numbers moving on (``stepped_copy``: a log's next line, a table's next row); measured in
+    # "Stepped copies" in ``benchmarks/recorded/README.md``
+    stepped_copy: bool = True
     # the cost curve's shape learned from the run's own passes at this rate per pass (``cost_model.OnlineCost``;
     # 0: the calibrated shape as it is, only its scale followed). 0.1 by replay under another host's curve with
     # 4 % noise on each pass (the loop's, measured): a stale shape's 8.0 % / 11.3 % loss (Gemma / SmolLM2, every
@@ -168,7 +172,8 @@ class AdaptiveConfig:
             raise ValueError(f"shape_rate must be in [0, 1), got {self.shape_rate}")
         if not self.occurrence_margin >= 0:
             raise ValueError(f"occurrence_margin must be >= 0, got {self.occurrence_margin}")
-        for name in ("periodic", "reflow", "first_level", "shape_at_knots", "staged_head", "screened_head"):
+        for name in ("periodic", "reflow", "stepped_copy", "first_level", "shape_at_knots", "staged_head",
+                     "screened_head"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise TypeError(f"{name} must be a bool, got {type(getattr(self, name)).__name__}")
             object.__setattr__(self, name, bool(getattr(self, name)))  # numpy's bool too, but stored as JSON's

@@ -20,7 +20,7 @@ import threading
 
 import numpy as np
 
-from .acceptance_model import AcceptanceModel
+from .acceptance_model import STEPPED, AcceptanceModel
 from .adaptive_config import AdaptiveConfig
 
 
@@ -61,9 +61,15 @@ class RequestStart:
             return tuple(map(float, self.model.hits.ravel())), tuple(map(float, self.model.trials.ravel()))
 
     def restore(self, state):
-        """Take up ``state`` (``state()``'s value, or lists of the same floats)."""
+        """Take up ``state`` (``state()``'s value, or lists of the same floats; or one recorded before the stepped
+        copy's cells, ``acceptance_model.STEPPED``, whose counts for the origins before it are taken up as they
+        were, the stepped copy's at none)."""
         hits, trials = (np.asarray(part, dtype=np.float64) for part in state)
         shape = self.model.hits.shape
+        legacy = (shape[0], STEPPED, shape[2])  # regimes x the origins before STEPPED x lengths
+        if hits.size == trials.size == np.prod(legacy):
+            hits, trials = (np.concatenate([part.reshape(legacy), np.zeros((shape[0], 1, shape[2]))], axis=1)
+                            for part in (hits, trials))
         if hits.size != self.model.hits.size or trials.size != hits.size:
             raise ValueError(f"state must hold two sequences of {self.model.hits.size} counts, got sizes "
                              f"{hits.size} and {trials.size}")

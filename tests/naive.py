@@ -124,3 +124,73 @@ def screen_candidates(rows, slack, cap, rate=0.0):
         counts.append(len(found) if len(found) <= cap else cap + 1)
         best.append(row.index(top))
     return listed, counts, best
+
+
+def digit_runs(stream, digit):
+    """[(start, stop)] of the maximal runs of digit tokens (``digit(token)`` not None) of ``stream``."""
+    runs, start = [], None
+    for i, token in enumerate(list(stream) + [None]):
+        if token is not None and digit(token) is not None:
+            start = i if start is None else start
+        elif start is not None:
+            runs.append((start, i))
+            start = None
+    return runs
+
+
+def numbered_period(stream, digit, min_period, max_period):
+    """The smallest p whose last p tokens have the shape of the p before them (a digit for a digit, else the same
+    token) and are not all digits; 0 where none is."""
+    n = len(stream)
+    for p in range(min_period, min(max_period, n // 2) + 1):
+        last, before = stream[n - p:], stream[n - 2 * p: n - p]
+        same = all((digit(a) is not None and digit(b) is not None) or (digit(a) is None and a == b)
+                   for a, b in zip(last, before))
+        if same and any(digit(a) is None for a in last):
+            return p
+    return 0
+
+
+def stepped_token(x, t, digit, ids, p):
+    """The stepped copy's token at position t of ``x`` (``x[:t]`` known), by whole numbers: a word copied from one
+    period back, a digit that of 2 * B - A (B itself where negative) at B's width; None where it stops."""
+    if t - p < 0:
+        return None
+    if digit(x[t - p]) is None:
+        return x[t - p]
+    runs = digit_runs(x[:t], digit)
+    s, e = next(run for run in runs if run[0] <= t - p < run[1])
+    if e == t or e - s > 18 or (s - p, e - p) not in runs:
+        return None
+    current = s + p  # the number being written starts there: nothing but digits from there to t
+    if current > 0 and current <= t and digit(x[current - 1]) is not None:
+        return None
+    value = lambda a, b: int("".join(str(digit(x[i])) for i in range(a, b)))  # noqa: E731
+    b_value, a_value = value(s, e), value(s - p, e - p)
+    stepped = 2 * b_value - a_value
+    text = str(stepped if stepped >= 0 else b_value).zfill(e - s)
+    if len(text) > e - s:
+        return None
+    written = "".join(str(digit(x[i])) for i in range(current, t))
+    if not text.startswith(written):
+        return None
+    return ids[int(text[len(written)])]
+
+
+def stepped_continuation(stream, digit, ids, p, k):
+    x = list(stream)
+    for _ in range(k):
+        token = stepped_token(x, len(x), digit, ids, p)
+        if token is None:
+            break
+        x.append(token)
+    return x[len(stream):]
+
+
+def stepped_agreement(stream, digit, ids, p, cap):
+    count = 0
+    for j in range(len(stream) - 1, -1, -1):
+        if count >= cap or stepped_token(stream[:j], j, digit, ids, p) != stream[j]:
+            break
+        count += 1
+    return count

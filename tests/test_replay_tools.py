@@ -153,10 +153,11 @@ def test_knob_evidence_compares_one_knob_over_runs(tmp_path, capsys):
     path.write_text(json.dumps(run))
     gains = knob_main([str(path), str(path), "--knob", "periodic", "--values", "false,true"])
     assert set(gains) == {True} and len(gains[True]) == 4  # two suite columns of each of the two runs
-    by_suite = {where.split(": ")[1]: g for g, where in gains[True]}
+    by_suite = {where.split(": ")[1]: g for g, where, _ in gains[True]}
     assert by_suite["repetitive"] > 1.0 and by_suite["qa"] == 1.0
     out = capsys.readouterr().out
     assert "periodic, against False, over 4 suite columns of 2 runs" in out and "| run | all suites, False |" in out
+    assert "| True | run | qa | 2 | +0.00 % | +0.00 % | +0.00 % |" in out  # per model (the name's "run") and suite
     for bad in (["--knob", "nope", "--values", "1,2"], ["--knob", "periodic", "--values", "true"],
                 ["--knob", "periodic", "--values", "false,maybe"], ["--knob", "prior", "--values", "a,b"],
                 ["--knob", "copy_share", "--values", "0.4,2"]):

@@ -9,6 +9,7 @@ import torch
 from draftless.integration import SpeculativeGenerator
 from draftless.integration.request_starts import forget_request_starts, request_start
 from draftless.lookup import AdaptiveConfig, AdaptiveProposer, RequestStart
+from draftless.lookup.acceptance_model import LENGTH_EDGES, ORIGINS, STEPPED
 from draftless.lookup.adaptive import cost_model
 from draftless.lookup.cost_model import CostCurve
 
@@ -19,6 +20,7 @@ from tiny_models import repetitive_prompt, tiny_model
 
 CPU = CostCurve((0, 1, 16, 32, 64), (1.0, 1.05, 2.3, 3.1, 4.8))
 OPEN = [7, 8]
+CELLS = 2 * len(ORIGINS) * len(LENGTH_EDGES)  # regimes x origins x lengths
 CARRIED = AdaptiveConfig(start_memory=0.8)  # off by default  # the tokens a copied passage opens with, in the prompt and again at its end
 
 
@@ -55,7 +57,7 @@ def test_requests_that_start_copying_start_longer_and_those_that_do_not_shorter(
 
 def test_only_each_requests_first_verified_draft_teaches_it():
     start = RequestStart(CARRIED)
-    assert not start.learned and start.state() == ((0.0,) * 96, (0.0,) * 96)
+    assert not start.learned and start.state() == ((0.0,) * CELLS, (0.0,) * CELLS)
     truth, prompt_len = request(1, copies=True)
     proposer = AdaptiveProposer(CARRIED, cost=CPU, start=start)
     proposer.reset(truth[: prompt_len + 1])
@@ -91,18 +93,27 @@ def test_state_round_trips_and_bad_states_are_refused():
     assert copy.state() == start.state() == pickle.loads(pickle.dumps(start)).state()
     assert np.array_equal(copy.expected(3, 1, 64), start.expected(3, 1, 64))
     hits, trials = start.state()
-    with pytest.raises(ValueError, match="96 counts"):
+    with pytest.raises(ValueError, match=f"{CELLS} counts"):
         RequestStart(CARRIED, (hits[:5], trials))
     with pytest.raises(ValueError, match="hits <= trials"):
         RequestStart(CARRIED, (tuple(t + 1 for t in trials), trials))
     with pytest.raises(ValueError, match="finite"):
-        RequestStart(CARRIED, (hits, (float("nan"),) * 96))
+        RequestStart(CARRIED, (hits, (float("nan"),) * CELLS))
     with pytest.raises(ValueError, match="start_memory"):
         RequestStart(AdaptiveConfig(start_memory=0.0))
     assert RequestStart.for_config(AdaptiveConfig()) is None  # the default: off
     assert RequestStart.for_config(CARRIED, start.state()).state() == start.state()
     with pytest.raises(TypeError, match="config must be an AdaptiveConfig"):
         RequestStart({"start_memory": 0.8})
+
+
+def test_a_state_recorded_before_the_stepped_cells_is_taken_up_as_it_was():
+    start = RequestStart(CARRIED)
+    first_draft(start, 0, copies=True)
+    hits, trials = (np.asarray(part).reshape(2, len(ORIGINS), -1) for part in start.state())
+    legacy = tuple(tuple(part[:, :STEPPED].ravel()) for part in (hits, trials))  # 2 x 4 x 12: 96 counts
+    assert len(legacy[0]) == 96
+    assert RequestStart(CARRIED, legacy).state() == start.state()  # the stepped cells held nothing yet
     with pytest.raises(TypeError, match="start must be a RequestStart"):
         AdaptiveProposer(start=object())
 
