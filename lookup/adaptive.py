@@ -64,11 +64,11 @@ class AdaptiveProposer:
     (``reflow``), and, given the digits' token ids (``digit_tokens``), the period before with its numbers stepped
     (``stepped_copy``): each step weighs the longest match in each (its own acceptance cells,
     ``acceptance_model.CORPUS`` for the corpus, ``REFLOWED`` for the re-flowed match, ``STEPPED`` for the stepped
-    copy) and drafts from whichever is worth more tokens per unit of time; the request's own stream wins ties. Where none pays a draft, the copy
-    that the target broke lately is drafted from right after the token it replaced, if that pays
-    (``resumed_copy``, ``AdaptiveConfig.resume_horizon``). Given a ``RequestStart`` (``start``), each request's
-    drafts until its first verified one are chosen under what earlier requests' first drafts showed, and add to
-    it (``request_start``)."""
+    copy) and drafts from whichever is worth more tokens per unit of time; the request's own stream wins ties.
+    Where none pays a draft, the copy that the target broke lately is drafted from right after the token it
+    replaced, if that pays (``resumed_copy``, ``AdaptiveConfig.resume_horizon``). Given a ``RequestStart``
+    (``start``), each request's drafts until its first verified one are chosen under what earlier requests' first
+    drafts showed, and add to it (``request_start``)."""
 
     def __init__(self, config=None, cost=None, vocab_size=None, excluded=(), corpus=None, text_classes=None,
                  start=None, digit_tokens=None):

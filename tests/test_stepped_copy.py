@@ -226,6 +226,7 @@ def test_a_generator_drafts_stepped_copies_exactly():
     ids = torch.as_tensor([tok(text).input_ids])
     gen = SpeculativeGenerator(model, tok)
     assert gen.proposer.stepped is not None
-    assert SpeculativeGenerator(model, config=AdaptiveConfig(stepped_copy=False), tokenizer=tok).proposer.stepped is None
+    off = SpeculativeGenerator(model, config=AdaptiveConfig(stepped_copy=False), tokenizer=tok)
+    assert off.proposer.stepped is None
     out = gen.generate(ids, max_new_tokens=16, do_sample=False)
     assert torch.equal(out, model.generate(ids, max_new_tokens=16, do_sample=False))
