@@ -106,8 +106,9 @@ class SpeculativeGenerator:
             self.proposer = AdaptiveProposer(self.config, cost=cost, excluded=self.inexact_drafts, corpus=corpus,
                                              start=request_start(model, self.config))
             self._keeps_shape = self.config.shape_rate > 0
-        self._reflow_pending = (isinstance(self.proposer, AdaptiveProposer) and self.proposer.config.reflow
-                                and self.proposer.reflow is None)
+        adaptive = isinstance(self.proposer, AdaptiveProposer)  # what it reads from a tokenizer, not yet given
+        self._texts_pending = adaptive and self.proposer.config.reflow and self.proposer.reflow is None
+        self._digits_pending = adaptive and self.proposer.config.stepped_copy and self.proposer.stepped is None
         self._use_tokenizer_texts(tokenizer)
         self.corpus = corpus
         self.remember = remember
@@ -241,21 +242,22 @@ class SpeculativeGenerator:
         """Give the adaptive proposer the tokens' texts (``token_text``) the first time a tokenizer is known, so
         that it drafts re-flowed copies too (``draftless.lookup.reflow``), and where the tokenizer writes numbers
         digit by digit, its digits' tokens, so that it drafts stepped copies (``draftless.lookup.stepped_copy``)."""
-        if not self._reflow_pending or tokenizer is None:
+        if tokenizer is None:
             return
-        self._reflow_pending = False
-        try:
-            digits = digit_tokens(tokenizer)
-        except (AttributeError, TypeError, ValueError) as error:  # an object that only decodes (stop strings)
-            logger.info("draftless: no stepped copies: the tokenizer's digits could not be read (%s)", error)
-            digits = None
-        self.proposer.use_digit_tokens(digits)
-        try:
-            classes = text_classes(tokenizer)
-        except (AttributeError, TypeError, ValueError) as error:
-            logger.info("draftless: no re-flowed drafts: the tokenizer's texts could not be read (%s)", error)
-            return
-        self.proposer.use_text_classes(classes)
+        if self._digits_pending:
+            self._digits_pending = False
+            try:
+                self.proposer.use_digit_tokens(digit_tokens(tokenizer))
+            except (AttributeError, TypeError, ValueError) as error:  # an object that only decodes (stop strings)
+                logger.info("draftless: no stepped copies: the tokenizer's digits could not be read (%s)", error)
+        if self._texts_pending:
+            self._texts_pending = False
+            try:
+                classes = text_classes(tokenizer)
+            except (AttributeError, TypeError, ValueError) as error:
+                logger.info("draftless: no re-flowed drafts: the tokenizer's texts could not be read (%s)", error)
+                return
+            self.proposer.use_text_classes(classes)
 
     def _keep_learned_shape(self):
         """Keep the curve's shape as learned so far on disk, for the next generator on this model (a cache

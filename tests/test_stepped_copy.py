@@ -227,6 +227,12 @@ def test_a_generator_drafts_stepped_copies_exactly():
     gen = SpeculativeGenerator(model, tok)
     assert gen.proposer.stepped is not None
     off = SpeculativeGenerator(model, config=AdaptiveConfig(stepped_copy=False), tokenizer=tok)
-    assert off.proposer.stepped is None
+    assert off.proposer.stepped is None and off.proposer.reflow is not None
+    no_reflow = SpeculativeGenerator(model, config=AdaptiveConfig(reflow=False), tokenizer=tok)
+    assert no_reflow.proposer.stepped is not None and no_reflow.proposer.reflow is None  # each on its own
+    late = SpeculativeGenerator(model)  # a tokenizer passed to a call (stop strings) gives the digits too
+    assert late.proposer.stepped is None
+    late.generate(ids, max_new_tokens=4, do_sample=False, tokenizer=tok, stop_strings=["@@"])
+    assert late.proposer.stepped is not None
     out = gen.generate(ids, max_new_tokens=16, do_sample=False)
     assert torch.equal(out, model.generate(ids, max_new_tokens=16, do_sample=False))
