@@ -69,28 +69,26 @@ LEGACY_FIELDS = {"copy_share": 0.0, "periodic": False, "earliest_in_prompt": 0, 
                  "stepped_copy": False}
 
 
-@functools.lru_cache(maxsize=None)
-def _model_text_classes(model):
-    from draftless.integration import load_tokenizer
-    from draftless.integration.token_text import text_classes
+def _read_model_tokenizer(model, what, drafts):
+    """``token_text``'s ``what`` (a function's name) of the tokenizer of ``model``, or None, with a warning that the
+    replay drafts no ``drafts``, where it cannot be loaded."""
+    from draftless.integration import load_tokenizer, token_text
 
     try:
-        return text_classes(load_tokenizer(model))
+        return getattr(token_text, what)(load_tokenizer(model))
     except (OSError, TypeError, ValueError) as error:
-        logger.warning("no re-flowed drafts in this replay: the tokenizer of %r could not be loaded (%s)", model, error)
+        logger.warning("no %s in this replay: the tokenizer of %r could not be loaded (%s)", drafts, model, error)
         return None
+
+
+@functools.lru_cache(maxsize=None)
+def _model_text_classes(model):
+    return _read_model_tokenizer(model, "text_classes", "re-flowed drafts")
 
 
 @functools.lru_cache(maxsize=None)
 def _model_digit_tokens(model):
-    from draftless.integration import load_tokenizer
-    from draftless.integration.token_text import digit_tokens
-
-    try:
-        return digit_tokens(load_tokenizer(model))
-    except (OSError, TypeError, ValueError) as error:
-        logger.warning("no stepped copies in this replay: the tokenizer of %r could not be loaded (%s)", model, error)
-        return None
+    return _read_model_tokenizer(model, "digit_tokens", "stepped copies")
 
 
 def run_digit_tokens(run):
