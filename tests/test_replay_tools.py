@@ -169,12 +169,13 @@ RECORDED = Path(__file__).resolve().parents[1] / "benchmarks" / "recorded"
 
 
 def _recorded_runs():
-    """Every recorded run; those that drafted re-flowed copies replay with their model's tokenizer, which the
-    slow tests' cache holds (the bundled model converted there)."""
+    """Every recorded run; those that drafted re-flowed or stepped copies replay with their model's tokenizer, which
+    the slow tests' cache holds (the bundled model converted there)."""
     runs = []
     for path in sorted(p for p in RECORDED.glob("*.json") if "partial" not in p.name):
-        reflow = json.loads(path.read_text()).get("draftless_config", {}).get("reflow", False)
-        runs.append(pytest.param(path.name, marks=pytest.mark.slow) if reflow else path.name)
+        config = json.loads(path.read_text()).get("draftless_config", {})
+        tokenizer = config.get("reflow", False) or config.get("stepped_copy", False)
+        runs.append(pytest.param(path.name, marks=pytest.mark.slow) if tokenizer else path.name)
     return runs
 
 
@@ -186,7 +187,9 @@ def test_replay_reproduces_the_draft_lengths_measured_with_the_model(name):
     so the run's recorded pass times are told to the policy as the loop told them.) Where an output
     stopped at EOS, runs recorded before 9bb5fc5 counted draft tokens accepted past the EOS, which the record
     does not hold: that pass is compared by its draft length only."""
-    from benchmarks.replay import recorded_config, recorded_request_start, recorded_start, replay_one, run_text_classes
+    from benchmarks.replay import (
+        recorded_config, recorded_request_start, recorded_start, replay_one, run_digit_tokens, run_text_classes,
+    )
     from draftless.lookup.cost_model import CostCurve
 
     data = json.loads((RECORDED / name).read_text())
@@ -210,7 +213,8 @@ def test_replay_reproduces_the_draft_lengths_measured_with_the_model(name):
         proposer = AdaptiveProposer(config, cost=recorded_start(cost, config, runs[key]),
                                     excluded=tuple(data.get("inexact_drafts", ())),
                                     text_classes=run_text_classes(data) if config.reflow else None,
-                                    start=recorded_request_start(config, runs[key]))
+                                    start=recorded_request_start(config, runs[key]),
+                                    digit_tokens=run_digit_tokens(data) if config.stepped_copy else None)
         assert config.shape_rate == 0 or seconds[key] is not None, "a shape-learning run must record pass_seconds"
         passes, accepted, drafted, _ = replay_one(proposer, out["tokens"], out["prompt_len"], data["max_new_tokens"],
                                                   seconds[key])
