@@ -59,12 +59,16 @@ def numbered_period(tokens, n, digit_of, min_period, max_period):
 
 @njit(cache=True)
 def _run_value(x, start, stop, digit_of):
-    """The number written by digit tokens ``x[start:stop]``, or -1 for a run of another length than 1 to 18."""
+    """The number written by ``x[start:stop]``, or -1 where a token of it is not a digit or it is not 1 to 18
+    tokens long."""
     if stop - start < 1 or stop - start > MAX_NUMBER_DIGITS:
         return -1
     value = 0
     for i in range(start, stop):
-        value = value * 10 + _digit(digit_of, x[i])
+        d = _digit(digit_of, x[i])
+        if d < 0:
+            return -1
+        value = value * 10 + d
     return value
 
 
@@ -88,13 +92,8 @@ that far back gives the token the whole stream would."""
         e += 1
     if e >= t or s - p < 0:  # its end not yet known, or no period before it
         return -1
-    width = e - s
-    if s - p > 0 and _digit(digit_of, x[s - p - 1]) >= 0:  # the number one more period back: x[s - p:e - p]
-        return -1
-    for i in range(s - p, e - p):
-        if _digit(digit_of, x[i]) < 0:
-            return -1
-    if _digit(digit_of, x[e - p]) >= 0:
+    # the number one more period back, x[s - p:e - p], must be a whole number too (digits all, none beside it)
+    if (s - p > 0 and _digit(digit_of, x[s - p - 1]) >= 0) or _digit(digit_of, x[e - p]) >= 0:
         return -1
     if s + p > 0 and _digit(digit_of, x[s + p - 1]) >= 0:  # the current number began before B's place
         return -1
@@ -105,18 +104,18 @@ that far back gives the token the whole stream would."""
     value = 2 * vb - va
     if value < 0:
         value = vb
-    digits = np.zeros(width, dtype=np.int64)
-    rest = value
-    for i in range(width - 1, -1, -1):
-        digits[i] = rest % 10
-        rest //= 10
-    if rest != 0:  # more digits than B has
+    scale = 1
+    for _ in range(e - s):
+        scale *= 10
+    if value >= scale:  # more digits than B has
         return -1
-    written = t - (s + p)  # digits of the current number already in x
-    for i in range(written):
-        if _digit(digit_of, x[s + p + i]) != digits[i]:
+    written = t - (s + p)  # digits of the current number already in x, each the stepped number's
+    for i in range(written + 1):
+        scale //= 10
+        d = (value // scale) % 10
+        if i < written and _digit(digit_of, x[s + p + i]) != d:
             return -1
-    return digit_ids[digits[written]]
+    return digit_ids[d]
 
 
 @njit(cache=True)

@@ -104,7 +104,7 @@ class AdaptiveProposer:
         self.use_text_classes(text_classes)
 
     def use_digit_tokens(self, digit_tokens):
-        """Draft stepped copies too (``stepped_copy``), from the next request on: ``digit_tokens`` holds the ten
+        """Draft stepped copies too (``stepped_copy``), from the next draft on: ``digit_tokens`` holds the ten
         ASCII digits' token ids (``digit_tokens[d]`` the token of digit ``d``) of a tokenizer that writes numbers
         digit by digit; None: never. Checked, then unused, when the config's ``stepped_copy`` is off."""
         stepped = None if digit_tokens is None else SteppedCopy(digit_tokens)  # checks them
