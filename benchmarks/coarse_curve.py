@@ -19,9 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.replay import (
-    parse_run_arguments, recorded_config, recorded_cost, replay, run_digit_tokens, run_text_classes,
-)
+from benchmarks.recorded_run import recorded_config, recorded_cost, run_digit_tokens, run_text_classes
+from benchmarks.replay import parse_run_arguments, replay
 from draftless.lookup import AdaptiveConfig, AdaptiveProposer
 from draftless.lookup.adaptive import cost_model
 from draftless.lookup.cost_model import CostCurve, OnlineCost

@@ -18,7 +18,8 @@ from tqdm import tqdm
 
 from draftless.lookup import AdaptiveConfig
 
-from .replay import AdaptiveFactory, recorded_cost, replay, run_digit_tokens, run_text_classes
+from .recorded_run import recorded_cost, run_digit_tokens, run_text_classes
+from .replay import AdaptiveFactory, replay
 
 
 def columns(path, configs):

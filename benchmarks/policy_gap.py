@@ -28,7 +28,8 @@ from draftless.lookup.adaptive import AdaptiveConfig, AdaptiveProposer
 from draftless.lookup.occurrence import agreement, periodic_continuation
 
 from .lookup_ceiling import LookupCeilingProposer
-from .replay import AdaptiveFactory, parse_run_arguments, replay, replay_one, run_digit_tokens, run_text_classes
+from .recorded_run import run_digit_tokens, run_text_classes
+from .replay import AdaptiveFactory, parse_run_arguments, replay, replay_one
 
 
 def draft_kind(copying, match_length, k, copy_length):

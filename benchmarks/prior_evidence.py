@@ -28,7 +28,8 @@ from draftless.lookup import AdaptiveConfig
 from draftless.lookup.acceptance_model import CORPUS, DEFAULT_PRIOR, LENGTH_EDGES, ORIGINS, bucket
 from draftless.lookup.adaptive import AdaptiveProposer
 
-from .replay import AdaptiveFactory, recorded_cost, replay, run_digit_tokens, run_text_classes
+from .recorded_run import recorded_cost, run_digit_tokens, run_text_classes
+from .replay import AdaptiveFactory, replay
 
 REGIMES = ("writing", "copying")
 

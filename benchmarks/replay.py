@@ -10,8 +10,8 @@ with each pass of k draft tokens costing c(k) of a cost curve (the one the run c
 holds one; otherwise Gemma 3 270M on a 2-core CPU),
 relative to plain decoding at c(0) per token. It takes seconds, which is how drafting defaults get chosen.
 The default policy drafts re-flowed and stepped copies as the loop did, with the token texts and the digits' tokens
-of the run's model's tokenizer (``run_text_classes``, ``run_digit_tokens``: a bundled model's, converted on first
-use like its weights, or a local directory's).
+of the run's model's tokenizer (``recorded_run.run_text_classes`` and ``run_digit_tokens``: a bundled model's,
+converted on first use like its weights, or a local directory's).
 ``--cost`` replays the same outputs under another curve: ``cpu`` (Gemma 3 270M on a 2-core CPU) or
 ``near_flat`` (an accelerator's shape, where a longer pass costs little more), so that a default chosen on
 this CPU can be checked against the flat curve the policy must also serve. ``--history`` adds the default
@@ -21,10 +21,8 @@ prompts and outputs (``draftless_history_requests``).
 """
 
 import argparse
-import functools
 import itertools
 import json
-import logging
 import sys
 import time
 from collections import defaultdict
@@ -41,9 +39,7 @@ from draftless.lookup.occurrence import agreement
 
 from .lookup_ceiling import LookupCeilingProposer
 from .oracle import ORACLE_KS, OracleProposer
-
-logger = logging.getLogger(__name__)
-
+from .recorded_run import recorded_cost, run_digit_tokens, run_text_classes
 
 PRIOR_NAMES = {
     DEFAULT_PRIOR: "fitted", (0.5,) * len(DEFAULT_PRIOR): "flat0.5", (0.8,) * len(DEFAULT_PRIOR): "flat0.8",
@@ -60,83 +56,6 @@ ADAPTIVE_KNOBS = {
     "occurrence_memory": (0.6, 0.7, 0.8, 0.9), "occurrence_margin": (0.0, 0.5, 1.0, 2.0), "periodic": (False, True),
     "resume_horizon": (0, 4, 16, 64), "stepped_copy": (False, True),
 }
-# AdaptiveConfig fields added after some runs were recorded, with the value that reproduces the policy those runs
-# used: before the copy regime (copy_share 0: always copying) every draft was judged as a copy
-# and before the periodic continuation a draft stopped at the end of the stream; before ``earliest_in_prompt``
-# the "frequent" rule's occurrence stood wherever it lay; before the resumed copy (session 48) a plain step was one
-LEGACY_FIELDS = {"copy_share": 0.0, "periodic": False, "earliest_in_prompt": 0, "reflow": False, "shape_rate": 0.0,
-                 "first_level": False, "shape_at_knots": False, "start_memory": 0.0, "resume_horizon": 0,
-                 "stepped_copy": False}
-
-
-def _read_model_tokenizer(model, what, drafts):
-    """``token_text``'s ``what`` (a function's name) of the tokenizer of ``model``, or None, with a warning that the
-    replay drafts no ``drafts``, where it cannot be loaded."""
-    from draftless.integration import load_tokenizer, token_text
-
-    try:
-        return getattr(token_text, what)(load_tokenizer(model))
-    except (OSError, TypeError, ValueError) as error:
-        logger.warning("no %s in this replay: the tokenizer of %r could not be loaded (%s)", drafts, model, error)
-        return None
-
-
-@functools.lru_cache(maxsize=None)
-def _model_text_classes(model):
-    return _read_model_tokenizer(model, "text_classes", "re-flowed drafts")
-
-
-@functools.lru_cache(maxsize=None)
-def _model_digit_tokens(model):
-    return _read_model_tokenizer(model, "digit_tokens", "stepped copies")
-
-
-def run_digit_tokens(run):
-    """The digits' token ids of the tokenizer of the model a recorded run ran (``token_text.digit_tokens``), with
-    which the default policy drafts stepped copies as the loop does; None where it cannot be loaded or writes
-    numbers otherwise than digit by digit (the replay then drafts none)."""
-    return None if run.get("model") is None else _model_digit_tokens(run["model"])
-
-
-def run_text_classes(run):
-    """The token text classes of the tokenizer of the model a recorded run ran (a bundled model, or a local
-    directory still there), with which the default policy drafts re-flowed copies as the run's loop did; None
-    where it cannot be loaded (the replay then drafts none)."""
-    return None if run.get("model") is None else _model_text_classes(run["model"])
-
-
-def recorded_config(run):
-    """The ``AdaptiveConfig`` that a run recorded by ``benchmarks.run`` drafted with."""
-    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in run["draftless_config"].items() if k != "kind"}
-    return AdaptiveConfig(**{**{k: v for k, v in LEGACY_FIELDS.items() if k not in fields}, **fields})
-
-
-def recorded_cost(run):
-    """The relative cost curve that a run recorded by ``benchmarks.run`` calibrated for its model and machine,
-    or the CPU stand-in for a run that recorded none."""
-    if "cost_curve" not in run:
-        return CPU_SMALL_MODEL
-    curve = run["cost_curve"]  # with the output layer's times from session 34 on (staged passes)
-    return CostCurve(tuple(curve["ks"]), tuple(curve["seconds"]), tuple(curve.get("head", ()))).relative()
-
-
-def recorded_start(curve, config, run):
-    """The cost model one recorded request (a row of a run's ``runs``) started from: ``curve`` with the shape
-    that earlier requests had learned and kept on disk (``start_shape``; none in runs before session 32), learning
-    at ``config``'s rate. An ``AdaptiveProposer`` given it drafts as the loop's did, told the run's
-    ``pass_seconds``."""
-    shape = run.get("start_shape")
-    return cost_model(config, curve, shape or None)
-
-
-def recorded_request_start(config, run):
-    """The ``RequestStart`` one recorded request (a row of a run's ``runs``) started from: what earlier requests'
-    first drafts had shown (``start_acceptance``), or the prior's where nothing had; None where ``config``
-    carries none (``start_memory`` 0, as in runs before session 38)."""
-    state = run.get("start_acceptance")
-    return RequestStart.for_config(config, (state["hits"], state["trials"]) if state else None)
-
-
 class AdaptiveFactory:
     """Makes the adaptive policy under ``config`` for each record replayed, the records' first drafts carried
     from one to the next as the library carries them within a process (``RequestStart``, started afresh by

@@ -29,7 +29,8 @@ import numpy as np
 from draftless.lookup.adaptive import AdaptiveConfig, AdaptiveProposer
 from draftless.lookup.occurrence import agreement, rule_ends
 
-from .replay import parse_run_arguments, run_digit_tokens, run_text_classes
+from .recorded_run import run_digit_tokens, run_text_classes
+from .replay import parse_run_arguments
 
 SHAPES = ((0, 0), (1, 4), (3, 4), (3, 8), (7, 4), (7, 8), (15, 4))  # (count, length) of the extra branches
 SHORTER = 3  # shorter matched suffixes whose occurrences supply branches

@@ -17,8 +17,8 @@ def keep_out_of_the_user_cache(request, monkeypatch, session_cache):
         monkeypatch.setenv("DRAFTLESS_CACHE", str(session_cache))
         # a replay of a recorded run would load its bundled model's tokenizer for the re-flowed drafts, converting
         # the model into that empty cache first (a minute for Gemma): the slow tests replay with tokenizers
-        monkeypatch.setattr("benchmarks.replay._model_text_classes", lambda model: None)
-        monkeypatch.setattr("benchmarks.replay._model_digit_tokens", lambda model: None)
+        monkeypatch.setattr("benchmarks.recorded_run._model_text_classes", lambda model: None)
+        monkeypatch.setattr("benchmarks.recorded_run._model_digit_tokens", lambda model: None)
 
 
 @pytest.fixture

@@ -4,7 +4,8 @@ run checks, records as the outputs and lets the oracle draft (no timing assertio
 import json
 
 from benchmarks import report
-from benchmarks.replay import recorded_config, recorded_cost, recorded_request_start, recorded_start, replay_one
+from benchmarks.recorded_run import recorded_config, recorded_cost, recorded_request_start, recorded_start
+from benchmarks.replay import replay_one
 from benchmarks.run import main as run_main
 from draftless.lookup import AdaptiveProposer
 

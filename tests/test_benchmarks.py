@@ -121,7 +121,8 @@ def test_a_draftless_variant_runs_the_default_policy_with_its_knobs_set(tiny_dir
 
 def test_a_variant_carrying_how_requests_start_records_it_and_replays_exactly(tiny_dir):
     from benchmarks.methods import variant_config
-    from benchmarks.replay import recorded_config, recorded_cost, recorded_request_start, recorded_start, replay_one
+    from benchmarks.recorded_run import recorded_config, recorded_cost, recorded_request_start, recorded_start
+    from benchmarks.replay import replay_one
     from draftless.lookup import AdaptiveProposer
 
     variant = "draftless[start_memory=0.8]"

@@ -156,7 +156,8 @@ def test_learned_occurrence_keeps_more_tokens_a_pass_on_the_recorded_gpu_run():
     before the periodic continuation). With it, much of the earliest occurrence's gain (a longer continuation
     than the latest one's, one period back) comes to ``frequent`` too, and the learned rule keeps at least
     what it kept."""
-    from benchmarks.replay import recorded_cost, replay
+    from benchmarks.recorded_run import recorded_cost
+    from benchmarks.replay import replay
 
     data = json.loads((RECORDED / "gemma-3-270m_h200-fp32_limit10_2026-11-30_pass-check.json").read_text())
     cost = recorded_cost(data)

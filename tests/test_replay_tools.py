@@ -187,9 +187,10 @@ def test_replay_reproduces_the_draft_lengths_measured_with_the_model(name):
     so the run's recorded pass times are told to the policy as the loop told them.) Where an output
     stopped at EOS, runs recorded before 9bb5fc5 counted draft tokens accepted past the EOS, which the record
     does not hold: that pass is compared by its draft length only."""
-    from benchmarks.replay import (
-        recorded_config, recorded_request_start, recorded_start, replay_one, run_digit_tokens, run_text_classes,
+    from benchmarks.recorded_run import (
+        recorded_config, recorded_request_start, recorded_start, run_digit_tokens, run_text_classes,
     )
+    from benchmarks.replay import replay_one
     from draftless.lookup.cost_model import CostCurve
 
     data = json.loads((RECORDED / name).read_text())

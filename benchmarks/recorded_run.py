@@ -1,0 +1,90 @@
+"""What a run recorded by ``benchmarks.run`` drafted with, read back for a replay: its ``AdaptiveConfig`` (fields
+added since filled in as the run's policy had them), its calibrated cost curve, the state each request started
+from (the curve's learned shape, the request-start acceptance), and its model's token texts and digits' tokens
+for the re-flowed and stepped copies. ``benchmarks.replay`` and the evidence tools built on it replay through
+these, so that the default policy drafts as the run's loop did."""
+
+import functools
+import logging
+
+from draftless.lookup import RequestStart
+from draftless.lookup.adaptive import CPU_SMALL_MODEL, AdaptiveConfig, cost_model
+from draftless.lookup.cost_model import CostCurve
+
+logger = logging.getLogger(__name__)
+
+# AdaptiveConfig fields added after some runs were recorded, with the value that reproduces the policy those runs
+# used: before the copy regime (copy_share 0: always copying) every draft was judged as a copy
+# and before the periodic continuation a draft stopped at the end of the stream; before ``earliest_in_prompt``
+# the "frequent" rule's occurrence stood wherever it lay; before the resumed copy (session 48) a plain step was one
+LEGACY_FIELDS = {"copy_share": 0.0, "periodic": False, "earliest_in_prompt": 0, "reflow": False, "shape_rate": 0.0,
+                 "first_level": False, "shape_at_knots": False, "start_memory": 0.0, "resume_horizon": 0,
+                 "stepped_copy": False}
+
+
+def _read_model_tokenizer(model, what, drafts):
+    """``token_text``'s ``what`` (a function's name) of the tokenizer of ``model``, or None, with a warning that the
+    replay drafts no ``drafts``, where it cannot be loaded."""
+    from draftless.integration import load_tokenizer, token_text
+
+    try:
+        return getattr(token_text, what)(load_tokenizer(model))
+    except (OSError, TypeError, ValueError) as error:
+        logger.warning("no %s in this replay: the tokenizer of %r could not be loaded (%s)", drafts, model, error)
+        return None
+
+
+@functools.lru_cache(maxsize=None)
+def _model_text_classes(model):
+    return _read_model_tokenizer(model, "text_classes", "re-flowed drafts")
+
+
+@functools.lru_cache(maxsize=None)
+def _model_digit_tokens(model):
+    return _read_model_tokenizer(model, "digit_tokens", "stepped copies")
+
+
+def run_digit_tokens(run):
+    """The digits' token ids of the tokenizer of the model a recorded run ran (``token_text.digit_tokens``), with
+    which the default policy drafts stepped copies as the loop does; None where it cannot be loaded or writes
+    numbers otherwise than digit by digit (the replay then drafts none)."""
+    return None if run.get("model") is None else _model_digit_tokens(run["model"])
+
+
+def run_text_classes(run):
+    """The token text classes of the tokenizer of the model a recorded run ran (a bundled model, or a local
+    directory still there), with which the default policy drafts re-flowed copies as the run's loop did; None
+    where it cannot be loaded (the replay then drafts none)."""
+    return None if run.get("model") is None else _model_text_classes(run["model"])
+
+
+def recorded_config(run):
+    """The ``AdaptiveConfig`` that a run recorded by ``benchmarks.run`` drafted with."""
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in run["draftless_config"].items() if k != "kind"}
+    return AdaptiveConfig(**{**{k: v for k, v in LEGACY_FIELDS.items() if k not in fields}, **fields})
+
+
+def recorded_cost(run):
+    """The relative cost curve that a run recorded by ``benchmarks.run`` calibrated for its model and machine,
+    or the CPU stand-in for a run that recorded none."""
+    if "cost_curve" not in run:
+        return CPU_SMALL_MODEL
+    curve = run["cost_curve"]  # with the output layer's times from session 34 on (staged passes)
+    return CostCurve(tuple(curve["ks"]), tuple(curve["seconds"]), tuple(curve.get("head", ()))).relative()
+
+
+def recorded_start(curve, config, run):
+    """The cost model one recorded request (a row of a run's ``runs``) started from: ``curve`` with the shape
+    that earlier requests had learned and kept on disk (``start_shape``; none in runs before session 32), learning
+    at ``config``'s rate. An ``AdaptiveProposer`` given it drafts as the loop's did, told the run's
+    ``pass_seconds``."""
+    shape = run.get("start_shape")
+    return cost_model(config, curve, shape or None)
+
+
+def recorded_request_start(config, run):
+    """The ``RequestStart`` one recorded request (a row of a run's ``runs``) started from: what earlier requests'
+    first drafts had shown (``start_acceptance``), or the prior's where nothing had; None where ``config``
+    carries none (``start_memory`` 0, as in runs before session 38)."""
+    state = run.get("start_acceptance")
+    return RequestStart.for_config(config, (state["hits"], state["trials"]) if state else None)
