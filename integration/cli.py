@@ -104,7 +104,8 @@ def _generate(args, parser):
     # a chat template writes the special tokens itself (Gemma's its BOS): the tokenizer must not add them again
     inputs = tokenizer(prompt, return_tensors="pt", add_special_tokens=not args.chat)
     generator = SpeculativeGenerator(model, tokenizer, corpus=corpus)
-    streamer = TextStreamer(tokenizer, skip_prompt=True)
+    # the completion as text: the end-of-turn token a chat model stops at (SmolLM2's <|im_end|>) is not part of it
+    streamer = TextStreamer(tokenizer, skip_prompt=True, skip_special_tokens=True)
     generator.generate(**inputs, max_new_tokens=args.max_new_tokens, streamer=streamer, **_sampling(args))
     if args.stats:
         s = generator.last_stats

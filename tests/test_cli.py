@@ -44,6 +44,32 @@ def test_cli_generate_streams_and_reports(tmp_path, capsys, saved):
         assert exit_.value.code == 2 and "MambaForCausalLM keeps a recurrent" in capsys.readouterr().err
 
 
+def test_cli_prints_no_end_of_turn_token(tmp_path, capsys):
+    """A completion that stops at the model's EOS (a chat model's end-of-turn token) is printed without that token's
+    text, as ``decode(skip_special_tokens=True)`` writes it."""
+    from draftless.integration.cli import main
+
+    tok = tiny_tokenizer()
+    model = tiny_model("llama", vocab=len(tok))
+    prompt = "def add(x, y):\n    return x + y\n" * 2
+    ids = tok(prompt, return_tensors="pt")
+    free = model.generate(**ids, do_sample=False, max_new_tokens=12)[0, ids["input_ids"].shape[1]:]
+    eos = int(free[2])  # a token the greedy completion writes, made the special end-of-turn token
+    tok.add_special_tokens({"eos_token": tok.convert_ids_to_tokens(eos)})
+    assert tok.eos_token_id == eos and tok(prompt)["input_ids"] == ids["input_ids"][0].tolist()
+    model.generation_config.eos_token_id = eos
+    model.save_pretrained(tmp_path / "m")
+    tok.save_pretrained(tmp_path / "m")
+    (tmp_path / "p.txt").write_text(prompt)
+    main(["generate", "--model", str(tmp_path / "m"), "--prompt-file", str(tmp_path / "p.txt"),
+          "--max-new-tokens", "12"])
+    ref = model.generate(**ids, do_sample=False, max_new_tokens=12)[0, ids["input_ids"].shape[1]:]
+    assert int(ref[-1]) == eos and ref.numel() <= 3  # it stopped at the end-of-turn token
+    printed = capsys.readouterr().out
+    assert printed == tok.decode(ref, skip_special_tokens=True) + "\n"
+    assert tok.convert_ids_to_tokens(eos) not in printed.removeprefix(tok.decode(ref[:-1]))
+
+
 def test_cli_samples_repeatably_with_a_seed(tmp_path, capsys, saved):
     from draftless.integration.cli import main
 
