@@ -66,3 +66,19 @@ def save_learned_shape(model, cost):
             "log_shape": [float(x) for x in cost.learned_shape()], "key": calibration_key(model)}
     write_text_atomically(path, json.dumps(data))  # a process starting now reads the old shape or the new
     return path
+
+
+STALE_SCALE = 0.5  # passes faster than this share of the cached curve's times: it was measured on a slower machine
+STALE_AFTER_PASSES = 16  # ... once the online scale has seen this many passes
+
+
+def stale_curve_scale(proposer, passes):
+    """The online scale (observed over cached times) of ``proposer``'s cost model once it has seen ``passes``
+    passes, where they run much faster than the cached curve says: it was measured while the machine was busy or
+    slow, and its shape, which the policy learns online only pass by pass (``shape_rate``), may be off. None
+    otherwise, and for a proposer with no cost model. (Slower passes than calibrated say less: a longer context
+    than the calibration's 256 positions costs more anyway.)"""
+    scale = getattr(getattr(proposer, "cost", None), "scale", None)
+    if scale is None or passes < STALE_AFTER_PASSES or scale >= STALE_SCALE:
+        return None
+    return scale

@@ -8,7 +8,7 @@ One step reads as propose -> verify -> accept -> update:
     verifier.rollback(len(draft) - n); proposer.update(tokens)
 
 Greedy output equals ``model.generate(do_sample=False)`` token for token in fp32 (16-bit types: see
-``_warn_coarse_rounding``); sampled output follows the same
+``pass_check.warn_coarse_rounding``); sampled output follows the same
 distribution as ``model.generate(do_sample=True)`` and, for one seed, the same text whatever was drafted (see
 ``acceptance.sample_accept``).
 """
@@ -28,11 +28,11 @@ from draftless.lookup.adaptive import cost_model
 from .acceptance import TokenDraws, accept_choices, greedy_accept, sample_accept
 from .attention import grouped_query_sdpa
 from .calibration import cached_cost_curve, cached_inexact_drafts, cached_linear_plans, checks_pass_lengths
-from .learned_shape import load_learned_shape, save_learned_shape
+from .learned_shape import load_learned_shape, save_learned_shape, stale_curve_scale
 from .lean_layers import lean_layers
 from .lean_layers import verified as lean_verified
 from .linear_plan import planned_linears
-from .pass_check import MAX_DRAFT, exact_length, full_precision
+from .pass_check import MAX_DRAFT, exact_length, warn_coarse_rounding
 from .proposer_output import may_stage, proposed_draft, staged_rows
 from .request_starts import request_start
 from . import kv_cache
@@ -45,9 +45,6 @@ from .token_text import digit_tokens, text_classes
 from .verifier import Verifier
 
 logger = logging.getLogger(__name__)
-STALE_SCALE = 0.5  # passes faster than this share of the cached curve's times: it was measured on a slower machine
-STALE_AFTER_PASSES = 16  # ... once the online scale has seen this many passes
-_WARNED_ROUNDING = set()  # (device, dtype) pairs warned about once per process
 
 
 class SpeculativeGenerator:
@@ -84,7 +81,7 @@ class SpeculativeGenerator:
         self.model = model
         self.tokenizer = tokenizer
         self.config = config if config is not None else AdaptiveConfig()
-        _warn_coarse_rounding(model)
+        warn_coarse_rounding(model)
         # off the CPU, every draft length the config allows is checked, and those whose verification pass is
         # not exact there are never drafted (see ``pass_check``); None where nothing is checked (the CPU)
         self.checked_drafts = max(MAX_DRAFT, self.config.max_draft) if checks_pass_lengths(model) else None
@@ -272,12 +269,9 @@ class SpeculativeGenerator:
                            "will learn it anew", error)
 
     def _check_stale_curve(self):
-        """Warn once when passes run much faster than the cached curve says: it was measured while the machine
-        was busy or slow, and its shape, which the policy learns online only pass by pass (``shape_rate``), may be
-        off. (Slower passes than calibrated say less: a longer context than the calibration's 256 positions costs
-        more anyway.)"""
-        scale = getattr(getattr(self.proposer, "cost", None), "scale", None)
-        if self._warned_stale or scale is None or self.last_stats.passes < STALE_AFTER_PASSES or scale >= STALE_SCALE:
+        """Warn once when passes run much faster than the cached curve says (``learned_shape.stale_curve_scale``)."""
+        scale = None if self._warned_stale else stale_curve_scale(self.proposer, self.last_stats.passes)
+        if scale is None:
             return
         self._warned_stale = True
         logger.warning("verification passes take %.2fx the times of the cached cost curve, which was measured while "
@@ -299,21 +293,6 @@ class SpeculativeGenerator:
         if plan.streamer is not None and kept:
             plan.streamer.put(ids[:, start:].cpu())
         return ids, stop is not None
-
-
-def _warn_coarse_rounding(model):
-    """Once per device and dtype: token-for-token equality with ``generate`` holds where passes round as fp32
-    does. In 16-bit (or with TF32 products) a pass over several tokens rounds ~1e-2 differently from a one-token
-    step, so where the model's two best next tokens tie within that, the two can pick differently, as
-    transformers' own prompt lookup does (SmolLM2-135M in bf16 on the CPU: 3 and 4 of 6 greedy outputs left
-    ``generate``'s within 96 tokens)."""
-    key = (str(model.device), str(model.dtype))
-    if full_precision(model.dtype) or key in _WARNED_ROUNDING:
-        return
-    _WARNED_ROUNDING.add(key)
-    logger.warning("%s on %s rounds a multi-token pass ~1e-2 differently from a one-token step: greedy outputs "
-                   "follow generate's except where two tokens tie within that rounding (fp32 with full-precision "
-                   "matrix products is token for token)", model.dtype, model.device)
 
 
 def generate(model, input_ids=None, attention_mask=None, **generate_kwargs):

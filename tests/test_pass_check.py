@@ -170,7 +170,7 @@ def test_outputs_stay_exact_where_pass_lengths_are_broken(adaptive, cache_dir, m
 
 
 def test_coarse_rounding_is_warned_once_per_device_and_dtype(caplog, monkeypatch):
-    monkeypatch.setattr(speculative, "_WARNED_ROUNDING", set())
+    monkeypatch.setattr(pass_check, "_WARNED_ROUNDING", set())
     with caplog.at_level(logging.WARNING, logger="draftless"):
         SpeculativeGenerator(tiny_model("llama"), config=DraftConfig())
         assert "rounds a multi-token pass" not in caplog.text  # fp32: token for token
