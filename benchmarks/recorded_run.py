@@ -16,10 +16,11 @@ logger = logging.getLogger(__name__)
 # AdaptiveConfig fields added after some runs were recorded, with the value that reproduces the policy those runs
 # used: before the copy regime (copy_share 0: always copying) every draft was judged as a copy
 # and before the periodic continuation a draft stopped at the end of the stream; before ``earliest_in_prompt``
-# the "frequent" rule's occurrence stood wherever it lay; before the resumed copy (session 48) a plain step was one
+# the "frequent" rule's occurrence stood wherever it lay; before the resumed copy (session 48) a plain step was one;
+# before keyed openings (session 55) a carried start served every request alike (start_key 0)
 LEGACY_FIELDS = {"copy_share": 0.0, "periodic": False, "earliest_in_prompt": 0, "reflow": False, "shape_rate": 0.0,
-                 "first_level": False, "shape_at_knots": False, "start_memory": 0.0, "resume_horizon": 0,
-                 "stepped_copy": False}
+                 "first_level": False, "shape_at_knots": False, "start_memory": 0.0, "start_key": 0,
+                 "resume_horizon": 0, "stepped_copy": False}
 
 
 def _read_model_tokenizer(model, what, drafts):

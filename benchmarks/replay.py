@@ -30,8 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from draftless.lookup import (DraftConfig, LlamaCppLookupRule, NgramRule, PromptLookupRule, ReferenceCorpus,
-                              RequestStart, RestRule, SamDecodingRule, SuffixDecodingRule, SuffixProposer)
+from draftless.lookup import (DraftConfig, LlamaCppLookupRule, NgramRule, PromptLookupRule, ReferenceCorpus, RestRule,
+                              SamDecodingRule, SuffixDecodingRule, SuffixProposer, carried_starts)
 from draftless.lookup.acceptance_model import DEFAULT_PRIOR
 from draftless.lookup.adaptive import CPU_SMALL_MODEL, AdaptiveConfig, AdaptiveProposer, cost_model
 from draftless.lookup.cost_model import CostCurve, head_products
@@ -58,7 +58,7 @@ ADAPTIVE_KNOBS = {
 }
 class AdaptiveFactory:
     """Makes the adaptive policy under ``config`` for each record replayed, the records' first drafts carried
-    from one to the next as the library carries them within a process (``RequestStart``, started afresh by
+    from one to the next as the library carries them within a process (``carried_starts``, started afresh by
     ``start``, which ``replay`` calls before the first record)."""
 
     def __init__(self, config, **kw):
@@ -66,7 +66,7 @@ class AdaptiveFactory:
         self.start()
 
     def start(self):
-        self.request_start = RequestStart.for_config(self.config)
+        self.request_start = carried_starts(self.config)
 
     def __call__(self, truth):
         return AdaptiveProposer(self.config, start=self.request_start, **self.kw)
@@ -83,7 +83,7 @@ class HistoryFactory:
 
     def start(self):
         self.corpus = ReferenceCorpus()
-        self.request_start = RequestStart.for_config(AdaptiveConfig())  # as the library's default
+        self.request_start = carried_starts(AdaptiveConfig())  # as the library's default
 
     def done(self, rec):
         self.corpus.add(rec["tokens"][0 if self.prompts else rec["prompt_len"]:])

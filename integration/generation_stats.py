@@ -96,7 +96,7 @@ class StatsRecorder:
         learned = getattr(getattr(proposer, "cost", None), "learned_shape", None)
         if callable(learned):
             self.start_shape = tuple(float(x) for x in learned())
-        start = getattr(proposer, "start", None)
+        start = getattr(proposer, "request_start", getattr(proposer, "start", None))  # this request's (``reset``)
         if isinstance(start, RequestStart) and start.learned:
             self.start_acceptance = start.state()
 

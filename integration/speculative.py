@@ -158,7 +158,6 @@ class SpeculativeGenerator:
         # the cache never holds more than max_length - 1 positions: a draft is capped by the budget
         verifier = Verifier(self.model, plan, plan.max_length, staging, self._screen_for(plan, staging))
         rec = StatsRecorder()
-        rec.note_start(self.proposer)  # with the outputs, what a replay starts from
         scores, raw = [], []
         if plan.streamer is not None:
             plan.streamer.put(ids.cpu())
@@ -169,6 +168,7 @@ class SpeculativeGenerator:
         rec.prefill_s = time.perf_counter() - t0
         ids, done = self._append(plan, ids, tokens, chosen, logits, scores, raw)
         self.proposer.reset(ids[0].cpu().numpy())
+        rec.note_start(self.proposer)  # with the outputs, what a replay starts from (the request's opening known)
         rows = embedding_rows(self.model)  # the ids a draft may hold
         record_cost = getattr(self.proposer, "record_pass", None)
         # each linear layer's product in its fastest form (the output layer's plan read only where a pass

@@ -7,8 +7,8 @@ from .corpus import ReferenceCorpus
 from .peer_rules import NgramRule, PromptLookupRule, SuffixDecodingRule
 from .peer_rules_retrieval import LlamaCppLookupRule, RestRule, SamDecodingRule
 from .proposer import NullProposer, Proposer, SuffixProposer
-from .request_start import RequestStart
+from .request_start import RequestStart, RequestStarts, carried_starts
 
 __all__ = ["AdaptiveConfig", "AdaptiveProposer", "DraftConfig", "LlamaCppLookupRule", "NgramRule", "NullProposer",
-           "PromptLookupRule", "Proposer", "ReferenceCorpus", "RequestStart", "RestRule", "SamDecodingRule",
-           "SuffixDecodingRule", "SuffixProposer"]
+           "PromptLookupRule", "Proposer", "ReferenceCorpus", "RequestStart", "RequestStarts", "RestRule",
+           "SamDecodingRule", "SuffixDecodingRule", "SuffixProposer", "carried_starts"]

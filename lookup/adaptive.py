@@ -23,7 +23,7 @@ from .cost_model import CostCurve, OnlineCost
 from .occurrence import OccurrenceChooser, agreement, periodic_continuation, rule_ends, source_end
 from .proposer import draft_budget
 from .reflow import ReflowIndex, check_text_classes
-from .request_start import RequestStart
+from .request_start import RequestStart, RequestStarts
 from .resumed_copy import ResumedCopy
 from .stepped_copy import SteppedCopy
 
@@ -68,7 +68,8 @@ class AdaptiveProposer:
     Where none pays a draft, the copy that the target broke lately is drafted from right after the token it
     replaced, if that pays (``resumed_copy``, ``AdaptiveConfig.resume_horizon``). Given a ``RequestStart``
     (``start``), each request's drafts until its first verified one are chosen under what earlier requests' first
-    drafts showed, and add to it (``request_start``)."""
+    drafts showed, and add to it; given a ``RequestStarts``, under what the first drafts of requests that opened
+    alike showed (``request_start``)."""
 
     def __init__(self, config=None, cost=None, vocab_size=None, excluded=(), corpus=None, text_classes=None,
                  start=None, digit_tokens=None):
@@ -90,10 +91,11 @@ class AdaptiveProposer:
         if corpus is not None and not isinstance(corpus, ReferenceCorpus):
             raise TypeError(f"corpus must be a ReferenceCorpus or None, got {type(corpus).__name__}")
         self.corpus = corpus
-        if start is not None and not isinstance(start, RequestStart):
-            raise TypeError(f"start must be a RequestStart or None, got {type(start).__name__}")
+        if start is not None and not isinstance(start, (RequestStart, RequestStarts)):
+            raise TypeError(f"start must be a RequestStart, RequestStarts or None, got {type(start).__name__}")
         self.start = start
-        self._starting = False  # no draft of this request verified yet: drafts chosen under ``start``
+        self.request_start = None  # the RequestStart this request's first drafts are chosen under (``reset``)
+        self._starting = False  # no draft of this request verified yet: drafts chosen under ``request_start``
         self.chosen = []  # (stream length, k) per step: the policy's trace
         # the rows of the output layer the loop computes first for the latest draft, the rest only where the
         # draft held through them (``OnlineCost.staged``); None: all at once
@@ -129,7 +131,10 @@ class AdaptiveProposer:
         self.regime = CopyRegime(c.copy_length, c.copy_share, c.copy_memory)
         self.occurrences = OccurrenceChooser(c.occurrence_memory, c.occurrence_margin, c.periodic)
         self._pending = None
-        self._starting = self.start is not None
+        self.request_start = self.start
+        if isinstance(self.start, RequestStarts):  # the one of the requests that opened as this one does
+            self.request_start = self.start.for_stream(self.index.tokens, self.index.longest_match().length)
+        self._starting = self.request_start is not None
         self._ends = None
         # the end position the pending draft was copied after, in the request's own stream (None: another source),
         # and whether it is the resumed copy (``resumed_copy``)
@@ -150,7 +155,7 @@ class AdaptiveProposer:
         match = self.index.longest_match()
         k_cap = min(draft_budget(max_tokens), self.config.max_draft)
         copying = self.regime.copying
-        acceptance = self.start if self._starting else self.acceptance  # a request's first draft: as they start
+        acceptance = self.request_start if self._starting else self.acceptance  # a first draft: as they start
         options = []  # (value, k, matched length, origin, end) per source, the request's own stream first
         if match.length >= self.config.min_match and k_cap > 0:
             end = self.source_end(match)
@@ -249,8 +254,8 @@ class AdaptiveProposer:
             drafted = draft.size
             accepted = agreement(draft, tokens[:-1])  # the last token is the target's own
             self.acceptance.observe(length, origin, accepted, draft.size, copying)
-            if self._starting:  # the request's first verified draft (it was chosen under ``start``)
-                self.start.observe(length, origin, accepted, draft.size, copying)
+            if self._starting:  # the request's first verified draft (it was chosen under ``request_start``)
+                self.request_start.observe(length, origin, accepted, draft.size, copying)
                 self._starting = False
             if origin == REFLOWED:
                 self.reflow.learn(self._reflow_source, tokens, accepted)

@@ -129,15 +129,24 @@ class AdaptiveConfig:
     # ("The output layer screened in bfloat16" in ``benchmarks/recorded/README.md``)
     screened_head: bool = True
     # a request's first draft chosen under what earlier requests' first drafts showed (``request_start``; the
-    # integration layer shares one per model and config in a process), each earlier outcome weighing this much
-    # less per request after it; 0: every request's first draft under the prior alone. Off: replayed over 371
-    # suite columns of 104 recorded runs, 0.8 gave +0.0 % on average in the order they ran (worst -5.3 %, Gemma's
-    # multi_turn) and +0.2 % with each run's suites one after another (worst -6.4 %, Gemma's math): Gemma's
-    # code_edit +3.3 % (45 columns, up to +10.1 %; measured +2.9 %), SmolLM2's -1.2 %, Gemma's qa -1.3 %; a
-    # prior strength of 8 or 32 for it keeps the losses within 2-4 % and the gains too ("How requests start,
-    # carried across them" in ``benchmarks/recorded/README.md``). For a stream of requests of one kind that
-    # start alike (code edits), 0.8
-    start_memory: float = 0.0
+    # integration layer shares them per model and config in a process), each earlier outcome weighing this much
+    # less per request after it; 0: every request's first draft under the prior alone. Carried to every later
+    # request alike (``start_key`` 0; session 38) 0.8 gave +0.0 % on average over 371 suite columns of 104
+    # recorded runs (Gemma's code_edit +3.3 %, but columns of other suites down 5-6 %); carried only between
+    # requests that open alike (``start_key``), over 575 suite columns of 163 runs (``python -m
+    # benchmarks.knob_evidence benchmarks/recorded/*.json --knob start_memory --values 0.0,0.5,0.8``): 0.5 +0.3 % on
+    # average, worst -2.0 % (a Gemma code_edit run), Gemma's code_edit +2.3 % (up to +8.1 %), its multi_turn +0.6 %,
+    # SmolLM2's code_edit -0.3 % (worst -1.7 %), no other suite below -1.4 %; 0.8 the same on average with SmolLM2's
+    # code_edit -0.8 % (worst -2.7 %). Measured side by side on code_edit (session 55) against 0: Gemma 0.985x (the
+    # same drafts but for one request: the curve's kept shape held every first draft at 48 tokens), SmolLM2 1.008x
+    # ("How requests start, keyed by their opening" in ``benchmarks/recorded/README.md``)
+    start_memory: float = 0.5
+    # the tokens that key a request's opening: a request carries its first draft's outcome to later requests whose
+    # first match ends in the same ``start_key`` tokens (fewer where it is shorter; ``RequestStarts``); 0: to every
+    # later request. 2 against 0 at ``start_memory`` 0.5 (``--knob start_key --values 0,1,2,3``): +0.3 % on average,
+    # every suite of both models gaining on average but Gemma's code_edit (-0.6 %: carried alike, every code edit's
+    # copying opening teaches every other), worst -5.8 %; 1 and 3 within 0.05 % of 2
+    start_key: int = 2
     # where the matched suffix pays no draft, for this many generated tokens after a copy from the request's own
     # text broke, draft the copy resumed after the token the target replaced (``resumed_copy``); 0: never. 16 by
     # replay over 493 suite columns of 139 recorded runs (``benchmarks.knob_evidence --knob resume_horizon --values
@@ -154,6 +163,7 @@ class AdaptiveConfig:
         check_positive_int(self.earliest_in_prompt, "earliest_in_prompt", minimum=0)
         check_positive_int(self.reflow_lead, "reflow_lead", minimum=0)
         check_positive_int(self.resume_horizon, "resume_horizon", minimum=0)
+        object.__setattr__(self, "start_key", check_positive_int(self.start_key, "start_key", minimum=0))
         for name in ("prior_strength", "forgetting", "copy_share", "copy_memory", "occurrence_memory",
                      "occurrence_margin", "shape_rate", "start_memory"):
             value = getattr(self, name)

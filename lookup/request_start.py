@@ -10,18 +10,28 @@ request's drafts until its first verified one are chosen under it, and that draf
 as always, to the request's own model), an earlier request's outcome weighing ``start_memory`` as much per request
 after it. The drafts after a request's first are untouched.
 
-Off by default (``AdaptiveConfig.start_memory`` 0): replayed over 104 recorded runs, 0.8 gained Gemma's code_edit
-3.3 % on average (up to 10.1 %) and cost other suites up to 1.3 % on average, 0.0-0.2 % overall
-(``benchmarks/recorded/README.md``, "How requests start, carried across them"); worth it for a stream of requests
-of one kind. Shared by the generators of one model and config in a process (``integration``); thread-safe.
+Requests of different kinds start differently (a summary's first draft fails where a code edit's holds), so by
+default a request carries its outcome only to later requests that open alike (``RequestStarts``): those whose
+first match, when the prompt has been read and the model has written its first token, ends in the same
+``AdaptiveConfig.start_key`` tokens (a code edit's "```python" and its first line's opening; a summary's own
+words). Replayed over 575 suite columns of 163 recorded runs in the order their requests ran, keyed by 2 tokens
+at ``start_memory`` 0.5: +0.3 % on average against nothing carried, Gemma's code_edit +2.3 % (up to +8.1 %),
+SmolLM2's -0.3 % (worst -1.7 %), every other suite of both models -1.4 % at worst; carried to every later
+request alike (``start_key`` 0, session 38's form) 0.3 % less on average, columns down 5-6 %
+(``benchmarks/recorded/README.md``, "How requests start, keyed by their opening"). Shared by the generators of
+one model and config in a process (``integration``); thread-safe.
 """
 
 import threading
+from collections import OrderedDict
 
 import numpy as np
 
 from .acceptance_model import STEPPED, AcceptanceModel
 from .adaptive_config import AdaptiveConfig
+
+# openings a ``RequestStarts`` keeps (the least recently used dropped past it): each a few kB of counts
+KEY_CAPACITY = 4096
 
 
 class RequestStart:
@@ -93,3 +103,63 @@ class RequestStart:
         """Whether any request's first draft has been added."""
         with self._lock:
             return bool(self.model.trials.any())
+
+
+class RequestStarts:
+    """One ``RequestStart`` per opening (see the module doc): a request's first drafts are chosen under, and teach,
+    the one of the requests whose first match ended in the same ``config.start_key`` tokens (fewer where the match
+    is shorter), the least recently used of more than ``capacity`` openings forgotten."""
+
+    def __init__(self, config, capacity=KEY_CAPACITY):
+        if not isinstance(config, AdaptiveConfig):
+            raise TypeError(f"config must be an AdaptiveConfig, got {type(config).__name__}")
+        if not config.start_key or not config.start_memory:
+            raise ValueError(f"RequestStarts needs start_memory > 0 and start_key >= 1, got {config.start_memory} and "
+                             f"{config.start_key}")
+        if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity < 1:
+            raise ValueError(f"capacity must be an int >= 1, got {capacity!r}")
+        self.config = config
+        self.capacity = int(capacity)
+        self._starts = OrderedDict()  # opening (a tuple of token ids) -> RequestStart, least recently used first
+        self._lock = threading.Lock()
+
+    def for_stream(self, tokens, match_length):
+        """The ``RequestStart`` of a request whose stream so far is ``tokens`` (a 1-D int array: the prompt and the
+        model's first token) and whose longest earlier match is ``match_length`` tokens long, made on first use;
+        None where the match is shorter than the config's ``min_match`` (no draft to choose yet)."""
+        if match_length < self.config.min_match:
+            return None
+        n = min(int(match_length), self.config.start_key, len(tokens))
+        key = tuple(int(t) for t in tokens[len(tokens) - n:])
+        with self._lock:
+            start = self._starts.get(key)
+            if start is None:
+                start = self._starts[key] = RequestStart(self.config)
+                if len(self._starts) > self.capacity:
+                    self._starts.popitem(last=False)
+            else:
+                self._starts.move_to_end(key)
+            return start
+
+    def __len__(self):
+        with self._lock:
+            return len(self._starts)
+
+    def __getstate__(self):
+        with self._lock:
+            return {"config": self.config, "capacity": self.capacity, "starts": OrderedDict(self._starts)}
+
+    def __setstate__(self, state):
+        self.config, self.capacity, self._starts = state["config"], state["capacity"], state["starts"]
+        self._lock = threading.Lock()
+
+
+def carried_starts(config):
+    """What ``config`` (an ``AdaptiveConfig``) carries from request to request: None where its ``start_memory`` is 0
+    (every first draft under the prior alone), one ``RequestStart`` for every request where its ``start_key`` is 0,
+    else a ``RequestStarts`` (the default: one per opening)."""
+    if not isinstance(config, AdaptiveConfig):
+        raise TypeError(f"config must be an AdaptiveConfig, got {type(config).__name__}")
+    if not config.start_memory:
+        return None
+    return RequestStart(config) if not config.start_key else RequestStarts(config)

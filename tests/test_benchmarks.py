@@ -137,7 +137,7 @@ def test_a_variant_carrying_how_requests_start_records_it_and_replays_exactly(ti
         _, accepted, drafted, _ = replay_one(proposer, rec["tokens"], rec["prompt_len"], data["max_new_tokens"],
                                              run["pass_seconds"])
         assert [list(p) for p in zip(drafted, accepted)] == run["draft_trace"]
-    assert recorded_config(data).start_memory == 0.0  # the run's default policy: off
+    assert recorded_config(data) == AdaptiveConfig()  # the run's default policy (keyed openings, start_memory 0.5)
 
 
 def test_trace_plot_of_the_default_policy(tiny_dir, tmp_path):

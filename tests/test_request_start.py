@@ -1,4 +1,5 @@
-"""How requests start, carried from request to request (``lookup.request_start``, ``integration.request_starts``)."""
+"""How requests start, carried from request to request (``lookup.request_start``, ``integration.request_starts``):
+one ``RequestStart`` for every request (``start_key`` 0); one per opening in ``test_request_openings.py``."""
 
 import pickle
 
@@ -8,7 +9,7 @@ import torch
 
 from draftless.integration import SpeculativeGenerator
 from draftless.integration.request_starts import forget_request_starts, request_start
-from draftless.lookup import AdaptiveConfig, AdaptiveProposer, RequestStart
+from draftless.lookup import AdaptiveConfig, AdaptiveProposer, RequestStart, RequestStarts
 from draftless.lookup.acceptance_model import LENGTH_EDGES, ORIGINS, STEPPED
 from draftless.lookup.adaptive import cost_model
 from draftless.lookup.cost_model import CostCurve
@@ -19,9 +20,9 @@ from proposers import drive
 from tiny_models import repetitive_prompt, tiny_model
 
 CPU = CostCurve((0, 1, 16, 32, 64), (1.0, 1.05, 2.3, 3.1, 4.8))
-OPEN = [7, 8]
+OPEN = [7, 8]  # the tokens a copied passage opens with, in the prompt and again at its end
 CELLS = 2 * len(ORIGINS) * len(LENGTH_EDGES)  # regimes x origins x lengths
-CARRIED = AdaptiveConfig(start_memory=0.8)  # off by default  # the tokens a copied passage opens with, in the prompt and again at its end
+CARRIED = AdaptiveConfig(start_memory=0.8, start_key=0)  # carried to every request alike (not the default)
 
 
 def request(seed, copies):
@@ -101,7 +102,7 @@ def test_state_round_trips_and_bad_states_are_refused():
         RequestStart(CARRIED, (hits, (float("nan"),) * CELLS))
     with pytest.raises(ValueError, match="start_memory"):
         RequestStart(AdaptiveConfig(start_memory=0.0))
-    assert RequestStart.for_config(AdaptiveConfig()) is None  # the default: off
+    assert RequestStart.for_config(AdaptiveConfig(start_memory=0.0)) is None  # nothing carried
     assert RequestStart.for_config(CARRIED, start.state()).state() == start.state()
     with pytest.raises(TypeError, match="config must be an AdaptiveConfig"):
         RequestStart({"start_memory": 0.8})
@@ -129,10 +130,12 @@ def test_generators_of_one_model_and_config_share_it_and_record_where_each_reque
     model = tiny_model("llama")
     forget_request_starts()
     config = CARRIED
-    assert request_start(model, config) is request_start(model, AdaptiveConfig(start_memory=0.8))
-    assert request_start(model, AdaptiveConfig(start_memory=0.8, screened_head=False)) is not request_start(model,
-                                                                                                             config)
-    assert request_start(model, AdaptiveConfig()) is None  # the default: off
+    assert request_start(model, config) is request_start(model, AdaptiveConfig(start_memory=0.8, start_key=0))
+    assert request_start(model, AdaptiveConfig(start_memory=0.8, start_key=0, screened_head=False)) \
+        is not request_start(model, config)
+    assert isinstance(request_start(model, config), RequestStart)
+    assert isinstance(request_start(model, AdaptiveConfig()), RequestStarts)  # the default: one per opening
+    assert request_start(model, AdaptiveConfig(start_memory=0.0)) is None
     with pytest.raises(TypeError, match="config"):
         request_start(model, "adaptive")
     ids = repetitive_prompt(model.config.vocab_size)
@@ -152,7 +155,7 @@ def test_generators_of_one_model_and_config_share_it_and_record_where_each_reque
     assert stats[0].start_acceptance == () and sum(stats[1].start_acceptance[1]) > 0
     assert sum(stats[2].start_acceptance[1]) > sum(stats[1].start_acceptance[1]) * config.start_memory
     assert stats[2].start_acceptance != stats[1].start_acceptance
-    off = SpeculativeGenerator(model)
+    off = SpeculativeGenerator(model, config=AdaptiveConfig(start_memory=0.0))
     off.generate(ids, max_new_tokens=8, eos_token_id=None)
     assert off.proposer.start is None and off.last_stats.start_acceptance == ()
     forget_request_starts(model)
