@@ -17,9 +17,10 @@ logger = logging.getLogger(__name__)
 # used: before the copy regime (copy_share 0: always copying) every draft was judged as a copy
 # and before the periodic continuation a draft stopped at the end of the stream; before ``earliest_in_prompt``
 # the "frequent" rule's occurrence stood wherever it lay; before the resumed copy (session 48) a plain step was one;
-# before keyed openings (session 55) a carried start served every request alike (start_key 0)
+# before keyed openings (session 55) a carried start served every request alike (start_key 0), and before knots
+# followed the longest timed one (session 55) the shape was read as learned
 LEGACY_FIELDS = {"copy_share": 0.0, "periodic": False, "earliest_in_prompt": 0, "reflow": False, "shape_rate": 0.0,
-                 "first_level": False, "shape_at_knots": False, "start_memory": 0.0, "start_key": 0,
+                 "first_level": False, "shape_at_knots": False, "start_memory": 0.0, "start_key": 0, "follow_timed": False,
                  "resume_horizon": 0, "stepped_copy": False}
 
 
@@ -76,11 +77,11 @@ def recorded_cost(run):
 
 def recorded_start(curve, config, run):
     """The cost model one recorded request (a row of a run's ``runs``) started from: ``curve`` with the shape
-    that earlier requests had learned and kept on disk (``start_shape``; none in runs before session 32), learning
-    at ``config``'s rate. An ``AdaptiveProposer`` given it drafts as the loop's did, told the run's
-    ``pass_seconds``."""
+    that earlier requests had learned and kept on disk (``start_shape``; none in runs before session 32) and the
+    passes behind each knot (``start_evidence``; none before session 55), learning at ``config``'s rate. An
+    ``AdaptiveProposer`` given it drafts as the loop's did, told the run's ``pass_seconds``."""
     shape = run.get("start_shape")
-    return cost_model(config, curve, shape or None)
+    return cost_model(config, curve, shape or None, (run.get("start_evidence") or None) if shape else None)
 
 
 def recorded_request_start(config, run):

@@ -174,6 +174,7 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
                     runs[-1]["pass_seconds"] = list(stats.pass_seconds)  # what the policy learned its curve from
                     if any(stats.start_shape):  # the shape earlier requests learned, kept on disk (learned_shape)
                         runs[-1]["start_shape"] = list(stats.start_shape)
+                        runs[-1]["start_evidence"] = list(stats.start_evidence)  # the passes behind each knot
                     if stats.start_acceptance:  # what earlier requests' first drafts showed (RequestStart)
                         hits, trials = stats.start_acceptance
                         runs[-1]["start_acceptance"] = {"hits": list(hits), "trials": list(trials)}  # exact

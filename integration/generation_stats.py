@@ -17,7 +17,8 @@ class GenerationStats:
     ``pass_seconds`` holds each pass's seconds as the loop told the proposer (``record_pass``): with the
     outputs, what a replay needs to follow a policy that learns its cost curve's shape from them;
     ``start_shape`` the shape it started from (``OnlineCost.learned_shape``, kept from earlier runs; empty for
-    a proposer without one), ``start_acceptance`` what earlier requests' first drafts had shown its first draft
+    a proposer without one) and ``start_evidence`` the passes behind each knot (``learned_evidence``),
+    ``start_acceptance`` what earlier requests' first drafts had shown its first draft
     (``RequestStart.state``: hits and trials; empty where nothing had, or for a proposer without one).
     """
 
@@ -33,6 +34,7 @@ class GenerationStats:
     draft_trace: tuple = ()
     pass_seconds: tuple = ()
     start_shape: tuple = ()
+    start_evidence: tuple = ()
     start_acceptance: tuple = ()
     # passes whose output layer was computed in two stages (``staged_head``), and the rows of it not computed
     # because their draft failed in the first stage
@@ -86,6 +88,7 @@ class StatsRecorder:
     trace: list = field(default_factory=list)
     seconds: list = field(default_factory=list)
     start_shape: tuple = ()
+    start_evidence: tuple = ()
     start_acceptance: tuple = ()
     staged_passes: int = 0
     head_rows_skipped: int = 0
@@ -96,6 +99,8 @@ class StatsRecorder:
         learned = getattr(getattr(proposer, "cost", None), "learned_shape", None)
         if callable(learned):
             self.start_shape = tuple(float(x) for x in learned())
+            evidence = getattr(proposer.cost, "learned_evidence", None)
+            self.start_evidence = tuple(float(x) for x in evidence()) if callable(evidence) else ()
         start = getattr(proposer, "request_start", getattr(proposer, "start", None))  # this request's (``reset``)
         if isinstance(start, RequestStart) and start.learned:
             self.start_acceptance = start.state()
@@ -121,5 +126,6 @@ class StatsRecorder:
                                prefill_s=self.prefill_s, propose_s=self.propose_s, verify_s=self.verify_s,
                                total_s=total_s, draft_trace=tuple(self.trace),
                                pass_seconds=tuple(self.seconds), start_shape=self.start_shape,
+                               start_evidence=self.start_evidence,
                                start_acceptance=self.start_acceptance,
                                staged_passes=self.staged_passes, head_rows_skipped=self.head_rows_skipped)

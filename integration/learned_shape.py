@@ -19,7 +19,7 @@ import logging
 
 import numpy as np
 
-from draftless.lookup.cost_model import CostCurve, OnlineCost, checked_log_shape
+from draftless.lookup.cost_model import CostCurve, OnlineCost, checked_evidence, checked_log_shape
 
 from .atomic_file import write_text_atomically
 from .calibration import cache_file, calibration_key
@@ -37,20 +37,28 @@ def shape_path(model, curve):
 def load_learned_shape(model, curve):
     """The log-multipliers per knot of ``curve`` learned by earlier runs on this model/device/dtype/threads, or
     None where none were kept, or were learned against another curve (a remeasured one)."""
+    return load_learned_state(model, curve)[0]
+
+
+def load_learned_state(model, curve):
+    """``(log-multipliers, evidence)``: ``load_learned_shape``'s shape and the passes behind each of its knots
+    (``OnlineCost.learned_evidence``), each None where none was kept (evidence: a file written before session
+    55)."""
     if not isinstance(curve, CostCurve):
         raise TypeError(f"curve must be a CostCurve, got {type(curve).__name__}")
     path = shape_path(model, curve)
     if not path.exists():
-        return None
+        return None, None
     try:
         data = json.loads(path.read_text())
         if not np.allclose(data["curve"], curve.seconds, rtol=1e-9, atol=0.0):
             logger.info("ignoring %s: learned against another calibration of this model", path)
-            return None
-        return checked_log_shape(data["log_shape"], curve)
+            return None, None
+        evidence = checked_evidence(data["evidence"], curve) if "evidence" in data else None
+        return checked_log_shape(data["log_shape"], curve), evidence
     except (ValueError, KeyError, TypeError) as error:
         logger.warning("ignoring an unreadable learned cost-curve shape %s (%s)", path, error)
-        return None
+        return None, None
 
 
 def save_learned_shape(model, cost):
@@ -63,7 +71,8 @@ def save_learned_shape(model, cost):
     path = shape_path(model, cost.curve)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = {"ks": list(cost.curve.ks), "curve": list(cost.curve.seconds),
-            "log_shape": [float(x) for x in cost.learned_shape()], "key": calibration_key(model)}
+            "log_shape": [float(x) for x in cost.learned_shape()],
+            "evidence": [float(x) for x in cost.learned_evidence()], "key": calibration_key(model)}
     write_text_atomically(path, json.dumps(data))  # a process starting now reads the old shape or the new
     return path
 

@@ -28,7 +28,7 @@ from draftless.lookup.adaptive import cost_model
 from .acceptance import TokenDraws, accept_choices, greedy_accept, sample_accept
 from .attention import grouped_query_sdpa
 from .calibration import cached_cost_curve, cached_inexact_drafts, cached_linear_plans, checks_pass_lengths
-from .learned_shape import load_learned_shape, save_learned_shape, stale_curve_scale
+from .learned_shape import load_learned_state, save_learned_shape, stale_curve_scale
 from .lean_layers import lean_layers
 from .lean_layers import verified as lean_verified
 from .linear_plan import planned_linears
@@ -98,8 +98,8 @@ class SpeculativeGenerator:
         else:  # the cost curve is calibrated once per model/device/dtype/threads and cached on disk, and its
             # shape as earlier runs learned it kept beside it (``learned_shape``)
             curve = cached_cost_curve(model)
-            learned = load_learned_shape(model, curve) if self.config.shape_rate > 0 else None
-            cost = cost_model(self.config, curve, learned)
+            learned = load_learned_state(model, curve) if self.config.shape_rate > 0 else (None, None)
+            cost = cost_model(self.config, curve, *learned)
             self.proposer = AdaptiveProposer(self.config, cost=cost, excluded=self.inexact_drafts, corpus=corpus,
                                              start=request_start(model, self.config))
             self._keeps_shape = self.config.shape_rate > 0

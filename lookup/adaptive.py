@@ -34,11 +34,12 @@ EMPTY = np.empty(0, dtype=np.int64)
 CPU_SMALL_MODEL = CostCurve((0, 1, 2, 3, 4, 8, 16, 32, 64), (1.0, 1.02, 1.34, 1.34, 1.63, 3.16, 4.25, 6.46, 9.41))
 
 
-def cost_model(config, curve, log_shape=None):
-    """The ``OnlineCost`` that ``config`` (an ``AdaptiveConfig``) learns ``curve`` with, from ``log_shape`` if
-    given (a shape learned before)."""
+def cost_model(config, curve, log_shape=None, evidence=None):
+    """The ``OnlineCost`` that ``config`` (an ``AdaptiveConfig``) learns ``curve`` with, from ``log_shape`` and
+    ``evidence`` if given (a shape learned before and the passes behind each knot)."""
     return OnlineCost(curve, shape_rate=config.shape_rate, first_level=config.first_level, log_shape=log_shape,
-                      knots_only=config.shape_at_knots, staged=config.staged_head)
+                      knots_only=config.shape_at_knots, staged=config.staged_head, evidence=evidence,
+                      follow_timed=config.follow_timed)
 
 
 def best_draft_length(expected, cost, excluded=()):

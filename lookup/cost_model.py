@@ -94,6 +94,9 @@ FLAT = CostCurve((0, 64), (1.0, 1.0))  # an accelerator far from saturation: dra
 # process (a swap, a page fault storm) moves a knot by the learning rate's share of its log-residual only, and
 # a run of them can bend the curve by no more than this
 SHAPE_BOUND = 3.0
+# a knot counts as timed (``OnlineCost.follow_timed``) once its learning has come this far from where it started:
+# 1 - (1 - shape_rate) ** evidence, 0.5 after about 6.6 passes at rate 0.1
+TIMED_TRUST = 0.5
 # the row counts a pass's first stage of the output layer may take (``OnlineCost.staged``): a few tokens that tell
 # a draft failing early from one that holds (powers of two, where a CPU's products are cheapest for their rows)
 STAGE_ROWS = (1, 2, 4, 8, 16)
@@ -123,12 +126,21 @@ class OnlineCost:
     from as the whole pass's at the same ratio to the curve (``observe``'s ``head_rows``).
 
     ``log_shape`` starts the learning from a shape learned before (``learned_shape()``: one log-multiplier per
-    knot, the first 0). The integration layer keeps it on disk beside the calibration, so that a process does
-    not learn a stale or quickly measured curve's shape over again.
+    knot, the first 0), ``evidence`` with the passes behind each knot (``learned_evidence()``: the interpolation
+    weights of the passes that moved it). The integration layer keeps both on disk beside the calibration, so that
+    a process does not learn a stale or quickly measured curve's shape over again.
+
+    With ``follow_timed``, the knots above the longest timed one (whose learning has come ``TIMED_TRUST`` of the
+    way: 1 - (1 - shape_rate) ** evidence) start their learning from that knot's multiplier where it is below 1,
+    not from the calibration: each is read as its learned log-multiplier plus the part of the timed knot's that
+    its own passes have not yet replaced. Lengths the policy never drafts are never timed, so a calibration that
+    the loop's passes find too dear at the lengths it drafts would otherwise keep the longer ones dear for good
+    (session 55: Gemma's knots at 47-48 learned at 0.85-0.93, at 63-64 hardly moved, every first draft held at 48
+    tokens). Only downwards, and a knot the policy then drafts is learned as any other.
     """
 
     def __init__(self, curve, weight=0.2, shape_rate=0.0, first_level=True, log_shape=None, knots_only=False,
-                 staged=False):
+                 staged=False, evidence=None, follow_timed=False):
         if not isinstance(curve, CostCurve):
             raise TypeError(f"curve must be a CostCurve, got {type(curve).__name__}")
         if not 0 < weight <= 1:
@@ -146,11 +158,27 @@ class OnlineCost:
         self.staged_head = bool(staged) and bool(curve.head)  # passes may compute the output layer in two stages
         self.observed = 0  # passes observed (those with a time)
         self.log_shape = np.zeros(len(curve.ks)) if log_shape is None else checked_log_shape(log_shape, curve)
+        self.evidence = np.zeros(len(curve.ks)) if evidence is None else checked_evidence(evidence, curve)
+        self.follow_timed = bool(follow_timed)
         self._ks = np.asarray(curve.ks, dtype=np.float64)
+        self._refresh()
+
+    def _refresh(self):
+        """The log-multipliers ``shape`` interpolates: ``log_shape``, with ``follow_timed`` each knot above the
+        longest timed one started from that knot's (where below 0) rather than from 0."""
+        self._effective = self.log_shape
+        if not self.follow_timed or self.shape_rate <= 0:
+            return
+        trust = 1.0 - (1.0 - self.shape_rate) ** self.evidence  # how far each knot's learning has come
+        timed = np.flatnonzero(trust[1:] >= TIMED_TRUST) + 1
+        if timed.size and self.log_shape[timed[-1]] < 0:
+            top = timed[-1]
+            self._effective = self.log_shape.copy()
+            self._effective[top + 1:] += (1.0 - trust[top + 1:]) * self.log_shape[top]
 
     def shape(self, k):
         """The learned multiplier at ``k`` (an int or an array), 1 where nothing was learned."""
-        return np.exp(np.interp(np.asarray(k, dtype=np.float64), self._ks, self.log_shape))
+        return np.exp(np.interp(np.asarray(k, dtype=np.float64), self._ks, self._effective))
 
     def observe(self, k, seconds, head_rows=None):
         """One pass over ``1 + k`` tokens took ``seconds`` (0, a clock too coarse to see it, is ignored).
@@ -179,7 +207,9 @@ class OnlineCost:
             for knot, w in ((lower, 1.0 - w_upper), (upper, w_upper)):
                 if knot > 0 and w > 0:
                     self.log_shape[knot] += self.shape_rate * w * residual
+                    self.evidence[knot] += w
             np.clip(self.log_shape, -np.log(SHAPE_BOUND), np.log(SHAPE_BOUND), out=self.log_shape)
+            self._refresh()
         self.scale += self.weight * (seconds / self._shaped(k) - self.scale)
 
     def _shaped(self, k):
@@ -224,6 +254,10 @@ class OnlineCost:
         """The log-multiplier learned at each knot of the curve (a copy; the first is 0)."""
         return self.log_shape.copy()
 
+    def learned_evidence(self):
+        """The passes behind each knot's multiplier (a copy): the interpolation weights of those that moved it."""
+        return self.evidence.copy()
+
 
 def head_products(k, first_rows, accepted):
     """The row counts of the output layer's products in a pass over ``1 + k`` tokens staged at ``first_rows``
@@ -262,4 +296,19 @@ def checked_log_shape(log_shape, curve):
     if not np.all(np.isfinite(out)) or out[0] != 0 or np.any(np.abs(out) > np.log(SHAPE_BOUND) + 1e-9):
         raise ValueError(f"log_shape must be finite, 0 at k = 0 and within log({SHAPE_BOUND:g}) either way, "
                          f"got {out.tolist()}")
+    return out
+
+
+def checked_evidence(evidence, curve):
+    """``evidence`` as a float array of one finite, non-negative pass weight per knot of ``curve``; a ValueError or
+    TypeError naming it otherwise."""
+    if isinstance(evidence, (str, bytes)) or not hasattr(evidence, "__len__"):
+        raise TypeError(f"evidence must be a sequence of numbers, got {type(evidence).__name__}")
+    try:
+        out = np.array(evidence, dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"evidence must hold numbers: {error}") from None
+    if out.shape != (len(curve.ks),) or not np.all(np.isfinite(out)) or np.any(out < 0):
+        raise ValueError(f"evidence must hold one finite, non-negative weight per knot of the curve "
+                         f"({len(curve.ks)}), got {out.tolist()}")
     return out

@@ -86,7 +86,8 @@ def test_what_each_config_carries():
         RequestStarts(KEYED, capacity=0)
     with pytest.raises(TypeError, match="config"):
         carried_starts({"start_key": 2})
-    assert AdaptiveConfig(start_key=np.int64(3)).start_key == 3 and type(AdaptiveConfig(start_key=np.int64(3)).start_key) is int
+    numpy_key = AdaptiveConfig(start_key=np.int64(3)).start_key
+    assert numpy_key == 3 and type(numpy_key) is int
     # a run recorded before keyed openings replays as it ran: a carried start served every request alike
     assert recorded_config({"draftless_config": {"start_memory": 0.8}}).start_key == 0
 
@@ -110,7 +111,8 @@ def test_the_loop_records_each_requests_own_opening_and_replays_exactly():
         stats.append(gen.last_stats)
         run = {"start_acceptance": dict(zip(("hits", "trials"), stats[-1].start_acceptance))} \
             if stats[-1].start_acceptance else {}
-        proposer = AdaptiveProposer(KEYED, cost=cost_model(KEYED, gen.proposer.cost.curve, stats[-1].start_shape),
+        proposer = AdaptiveProposer(KEYED, cost=cost_model(KEYED, gen.proposer.cost.curve, stats[-1].start_shape,
+                                                                   stats[-1].start_evidence or None),
                                     start=recorded_request_start(KEYED, run))
         _, accepted, drafted, _ = replay_one(proposer, out[0].tolist(), ids.shape[1], 24, stats[-1].pass_seconds)
         assert list(zip(drafted, accepted)) == list(stats[-1].draft_trace)

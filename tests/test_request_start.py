@@ -147,7 +147,8 @@ def test_generators_of_one_model_and_config_share_it_and_record_where_each_reque
         assert torch.equal(out, want)  # exact, whatever the first draft
         stats.append(gen.last_stats)
         # a replay started from the recorded state (and shape, told the recorded pass times) drafts as the loop did
-        proposer = AdaptiveProposer(config, cost=cost_model(config, gen.proposer.cost.curve, stats[-1].start_shape),
+        proposer = AdaptiveProposer(config, cost=cost_model(config, gen.proposer.cost.curve, stats[-1].start_shape,
+                                                                   stats[-1].start_evidence or None),
                                     start=RequestStart(config, stats[-1].start_acceptance or None))
         _, accepted, drafted, _ = replay_one(proposer, out[0].tolist(), ids.shape[1], 24, stats[-1].pass_seconds)
         assert list(zip(drafted, accepted)) == list(stats[-1].draft_trace)
