@@ -280,19 +280,25 @@ def check_head_rows(head_rows, k):
     return tuple(int(r) for r in rows)
 
 
+def _per_knot(values, name, curve):
+    """``values`` as a float array of one number per knot of ``curve``; a TypeError or ValueError naming it."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+        raise TypeError(f"{name} must be a sequence of numbers, got {type(values).__name__}")
+    try:
+        out = np.array(values, dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"{name} must hold numbers: {error}") from None
+    if out.shape != (len(curve.ks),):
+        raise ValueError(f"{name} must hold one value per knot of the curve ({len(curve.ks)}), got shape "
+                         f"{out.shape}")
+    return out
+
+
 def checked_log_shape(log_shape, curve):
     """``log_shape`` as a float array of one finite log-multiplier per knot of ``curve``, the first 0 (plain steps
     are what the scale tracks) and each within ``SHAPE_BOUND`` either way; a ValueError or TypeError naming it
     otherwise."""
-    if isinstance(log_shape, (str, bytes)) or not hasattr(log_shape, "__len__"):
-        raise TypeError(f"log_shape must be a sequence of numbers, got {type(log_shape).__name__}")
-    try:
-        out = np.array(log_shape, dtype=np.float64)
-    except (TypeError, ValueError) as error:
-        raise TypeError(f"log_shape must hold numbers: {error}") from None
-    if out.shape != (len(curve.ks),):
-        raise ValueError(f"log_shape must hold one value per knot of the curve ({len(curve.ks)}), got shape "
-                         f"{out.shape}")
+    out = _per_knot(log_shape, "log_shape", curve)
     if not np.all(np.isfinite(out)) or out[0] != 0 or np.any(np.abs(out) > np.log(SHAPE_BOUND) + 1e-9):
         raise ValueError(f"log_shape must be finite, 0 at k = 0 and within log({SHAPE_BOUND:g}) either way, "
                          f"got {out.tolist()}")
@@ -302,13 +308,7 @@ def checked_log_shape(log_shape, curve):
 def checked_evidence(evidence, curve):
     """``evidence`` as a float array of one finite, non-negative pass weight per knot of ``curve``; a ValueError or
     TypeError naming it otherwise."""
-    if isinstance(evidence, (str, bytes)) or not hasattr(evidence, "__len__"):
-        raise TypeError(f"evidence must be a sequence of numbers, got {type(evidence).__name__}")
-    try:
-        out = np.array(evidence, dtype=np.float64)
-    except (TypeError, ValueError) as error:
-        raise TypeError(f"evidence must hold numbers: {error}") from None
-    if out.shape != (len(curve.ks),) or not np.all(np.isfinite(out)) or np.any(out < 0):
-        raise ValueError(f"evidence must hold one finite, non-negative weight per knot of the curve "
-                         f"({len(curve.ks)}), got {out.tolist()}")
+    out = _per_knot(evidence, "evidence", curve)
+    if not np.all(np.isfinite(out)) or np.any(out < 0):
+        raise ValueError(f"evidence must hold finite, non-negative weights, got {out.tolist()}")
     return out
