@@ -20,8 +20,8 @@ logger = logging.getLogger(__name__)
 # before keyed openings (session 55) a carried start served every request alike (start_key 0), and before knots
 # followed the longest timed one (session 55) the shape was read as learned
 LEGACY_FIELDS = {"copy_share": 0.0, "periodic": False, "earliest_in_prompt": 0, "reflow": False, "shape_rate": 0.0,
-                 "first_level": False, "shape_at_knots": False, "start_memory": 0.0, "start_key": 0, "follow_timed": False,
-                 "resume_horizon": 0, "stepped_copy": False}
+                 "first_level": False, "shape_at_knots": False, "start_memory": 0.0, "start_key": 0,
+                 "follow_timed": False, "resume_horizon": 0, "stepped_copy": False}
 
 
 def _read_model_tokenizer(model, what, drafts):
