@@ -27,11 +27,12 @@ from .calibration_key import (  # noqa: F401 (names kept importable from here)
 )
 from .lean_layers import lean_layers, verification_cached
 from .lean_layers import verified as lean_verified
-from .linear_plan import LinearPlans, measure_linear_plans, planned_linears, step_counter
+from .linear_plan import LinearPlans, measure_linear_plans, planned_linears
 from .models import cache_root
-from .pass_timing import pass_timers
+from .pass_timing import pass_timers, slower_than_longer
 from .screened_head import SCREEN_FORM_KIND, ScreenedHead, decode_form, product_form
 from .staged_head import HeadClock, StagedHead
+from .timing_rounds import step_counter
 
 logger = logging.getLogger(__name__)
 
@@ -127,19 +128,6 @@ def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=1, progress=No
         logger.info("the output layer's times filled in out of range, %s: the curve keeps none", filled)
         filled = ()
     return CostCurve(ks, seconds, filled)
-
-
-def slower_than_longer(seconds):
-    """The indices of ``seconds`` (pass times at increasing lengths) slower than a later one: on a CPU a longer
-    pass costs less only where the shorter one pads its rows (a row count just past a multiple of 8, or 3 rows
-    padded to 4), so such a time is more likely a pass slowed by another process."""
-    tail = float("inf")
-    out = []
-    for i in range(len(seconds) - 1, -1, -1):
-        if seconds[i] > tail:
-            out.append(i)
-        tail = min(tail, seconds[i])
-    return out[::-1]
 
 
 # what ``calibrate``'s ``progress`` is told is being measured

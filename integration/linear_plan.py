@@ -45,6 +45,7 @@ from .onednn_product import onednn_product, onednn_supported
 from .plan_tables import (  # noqa: F401 (names kept importable from here)
     FORMS, MAX_PADDED_ROWS, ONEDNN, PLAIN, TRANSPOSED, LinearPlan, LinearPlans,
 )
+from .timing_rounds import fastest_of_rounds, step_counter
 from .weight_probe import part_bytes, probe_bytes, probe_parts
 
 # oneDNN is raced for, and serves, row counts from this many: below, its products raced faster over a probe but
@@ -83,37 +84,6 @@ PROBE_PARTS = (1, 1)
 # Gemma 3 270M and 2.36 s against 4.12 s for SmolLM2-135M (three plans each, session 38's host), and the passes
 # under them were as fast (the sum of 11 lengths' best-of-three times: 1171 ms against 1201 ms, 887 against 910)
 OUT_OF_RACE = 1.25
-
-
-def fastest_of_rounds(passes, repeats, tick=None, warm_up=True):
-    """Fastest seconds of each zero-argument callable in ``passes`` (each returns the seconds it took): one
-    round warms every shape up (unless not ``warm_up``), then ``repeats`` interleaved rounds, so that a burst
-    of load from another process neither bends the measured shape nor lands on one entry only. ``tick()``, if
-    given, after each of the ``len(passes) * (repeats + warm_up)`` calls."""
-    best = [float("inf")] * len(passes)
-    for round_ in range(repeats + bool(warm_up)):
-        for i, run in enumerate(passes):
-            elapsed = run()
-            if round_ or not warm_up:
-                best[i] = min(best[i], elapsed)
-            if tick is not None:
-                tick()
-    return best
-
-
-def step_counter(progress, total):
-    """A zero-argument callable that reports one more of ``total`` steps as ``progress(done, total)``; None
-    where ``progress`` is None. How a measurement that takes seconds tells a caller's progress bar."""
-    if progress is None:
-        return None
-    done = 0
-
-    def tick():
-        nonlocal done
-        done += 1
-        progress(done, total)
-
-    return tick
 
 
 def plain_linears(model):

@@ -24,7 +24,8 @@ import torch
 
 from . import kv_cache
 from .attention import grouped_query_sdpa
-from .linear_plan import planned_linears, step_counter
+from .linear_plan import planned_linears
+from .timing_rounds import step_counter
 
 logger = logging.getLogger(__name__)
 _WARNED_ROUNDING = set()  # (device, dtype) pairs warned about once per process

@@ -1,5 +1,5 @@
 """Timing one verification pass at a given draft length after a context of cached positions, as the calibration
-(``calibration.measure_cost_curve``) and the benchmarks that time passes do.
+(``calibration.measure_cost_curve``) and the benchmarks that time passes do, and which timed lengths to time again.
 
 The context is one token prefilled, then random keys and values appended to every layer of the cache
 (``fill_context``): a pass's time depends on how many positions it attends to, not on what they hold, and a
@@ -78,3 +78,16 @@ def time_pass(model, cache, ids, context, screen=None):
     elapsed = time.perf_counter() - t0
     kv_cache.rollback(cache, q)
     return elapsed
+
+
+def slower_than_longer(seconds):
+    """The indices of ``seconds`` (pass times at increasing lengths) slower than a later one: on a CPU a longer
+    pass costs less only where the shorter one pads its rows (a row count just past a multiple of 8, or 3 rows
+    padded to 4), so such a time is more likely a pass slowed by another process."""
+    tail = float("inf")
+    out = []
+    for i in range(len(seconds) - 1, -1, -1):
+        if seconds[i] > tail:
+            out.append(i)
+        tail = min(tail, seconds[i])
+    return out[::-1]
