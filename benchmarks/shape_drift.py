@@ -3,13 +3,17 @@ real passes (each draft length and the seconds its pass took, in the order they 
 loop feeds them, from a flat shape, from the shape the run started from (the one kept on disk) and from every knot
 at ``--level`` times the calibration, and the shape and scale each ends at.
 
-    python -m benchmarks.shape_drift RUN.json [RUN.json ...] [--level 0.7] [--leak 0.0,0.003] [--json PATH]
+    python -m benchmarks.shape_drift RUN.json [RUN.json ...] [--level 0.7] [--leak 0.0,0.003] [--plain-level]
+                                     [--json PATH]
 
 Only the knots above k = 0 move with the passes: plain steps are pinned and set the level through the scale. A
 shape that ends where it started from, whichever start, is one the passes do not identify: all knots above k = 0
 moving together against the scale change only what a plain step is predicted to cost, and plain steps are a few
 per cent of a drafting run's passes. ``--leak`` (a throwaway variant, not a library knob) draws every knot back
 towards the calibration by that fraction of its log-multiplier after each pass, to show what pins the level.
+``--plain-level`` (another throwaway variant) also replays a cost in which a plain step that moves the scale moves
+every knot above k = 0 the other way as much, so that the drafts' predicted costs stay where they were and the plain
+steps alone set the level.
 Also printed: each length's observed seconds over the calibration's (medians), relative to the plain step's.
 """
 
@@ -20,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from draftless.lookup.cost_model import CostCurve, OnlineCost
+from draftless.lookup.cost_model import SHAPE_BOUND, CostCurve, OnlineCost
 
 from .recorded_run import recorded_config
 
@@ -41,6 +45,18 @@ class LeakyCost(OnlineCost):
             self._refresh()
 
 
+class PlainLevelCost(LeakyCost):
+    """``LeakyCost`` whose plain steps move the level of every knot above k = 0 against the scale's change."""
+
+    def observe(self, k, seconds, head_rows=None):
+        before, counted = self.scale, self.observed
+        super().observe(k, seconds, head_rows)
+        if k == 0 and counted and seconds > 0:  # the first pass sets the scale outright: no level to move then
+            self.log_shape[1:] += np.log(before / self.scale)
+            np.clip(self.log_shape, -np.log(SHAPE_BOUND), np.log(SHAPE_BOUND), out=self.log_shape)
+            self._refresh()
+
+
 def run_passes(run):
     """``(curve, start log-shape or None, [(k, seconds), ...])`` of the ``draftless`` method's passes in ``run``."""
     cc = run["cost_curve"]
@@ -53,9 +69,9 @@ def run_passes(run):
     return curve, (np.asarray(start, dtype=np.float64) if start else None), passes
 
 
-def settle(curve, passes, start, config, leak=0.0):
+def settle(curve, passes, start, config, leak=0.0, plain_level=False):
     """``(shape at each knot, scale)`` after feeding ``passes`` to a cost that starts from log-shape ``start``."""
-    cost = LeakyCost(curve, leak=leak, shape_rate=config.shape_rate, log_shape=start,
+    cost = (PlainLevelCost if plain_level else LeakyCost)(curve, leak=leak, shape_rate=config.shape_rate, log_shape=start,
                      follow_timed=getattr(config, "follow_timed", False))
     for k, seconds in passes:
         cost.observe(k, seconds)
@@ -78,6 +94,7 @@ def main(argv=None):
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--level", type=float, default=0.7, help="the third start: every knot at this multiplier")
     parser.add_argument("--leak", default="0.0", help="comma-separated leaks to try (0: the library's learning)")
+    parser.add_argument("--plain-level", action="store_true", help="also replay plain steps setting the level")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     if not 0 < args.level < 3:
@@ -98,13 +115,15 @@ def main(argv=None):
               + ", ".join(f"k={k} {v:.2f}" for k, v in obs.items() if k in SHOWN_KS or k == 0))
         print("| leak | start | " + " | ".join(f"k={curve.ks[i]}" for i in shown) + " | scale |")
         print("|---|---|" + "---|" * (len(shown) + 1))
-        for leak in leaks:
+        for leak, plain in [(x, False) for x in leaks] + ([(0.0, True)] if args.plain_level else []):
             for name, start in starts.items():
                 if start is None and name == "kept":
                     continue
-                shape, scale = settle(curve, passes, start, config, leak)
-                print(f"| {leak:g} | {name} | " + " | ".join(f"{shape[i]:.2f}" for i in shown) + f" | {scale:.2f} |")
-                rows.append({"run": path.name, "leak": leak, "start": name, "shape": shape.tolist(), "scale": scale})
+                shape, scale = settle(curve, passes, start, config, leak, plain)
+                label = "plain level" if plain else f"{leak:g}"
+                print(f"| {label} | {name} | " + " | ".join(f"{shape[i]:.2f}" for i in shown) + f" | {scale:.2f} |")
+                rows.append({"run": path.name, "leak": leak, "plain_level": plain, "start": name,
+                             "shape": shape.tolist(), "scale": scale})
         print()
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))

@@ -30,6 +30,8 @@ def test_a_flat_start_learns_the_passes_shape_and_a_low_level_is_not_corrected()
     assert shape[1] < TRUE[2] - 0.08 and scale > 1.05  # knots and scale moved against each other: the level stays
     shape, scale = shape_drift.settle(CURVE, data, low, config, leak=0.003)
     assert abs(shape[1] - TRUE[2]) < 0.06 and abs(scale - 1) < 0.06  # pinned to the calibration's level
+    shape, scale = shape_drift.settle(CURVE, data, low, config, plain_level=True)
+    assert abs(shape[1] - TRUE[2]) < 0.05 and abs(scale - 1) < 0.05  # the plain steps set the level
 
 
 def test_observed_shape_is_relative_to_the_plain_step():
@@ -48,10 +50,11 @@ def test_the_command_reads_a_recorded_run(tmp_path, capsys):
     path = tmp_path / "run.json"
     path.write_text(json.dumps(run))
     out = tmp_path / "out.json"
-    assert shape_drift.main([str(path), "--leak", "0,0.01", "--json", str(out)]) == 0
+    assert shape_drift.main([str(path), "--leak", "0,0.01", "--plain-level", "--json", str(out)]) == 0
     rows = json.loads(out.read_text())
-    assert [(r["leak"], r["start"]) for r in rows] == [(0.0, "flat"), (0.0, "kept"), (0.0, "all 0.7"),
-                                                      (0.01, "flat"), (0.01, "kept"), (0.01, "all 0.7")]
+    assert [(r["leak"], r["plain_level"], r["start"]) for r in rows] == [
+        (leak, plain, start) for leak, plain in ((0.0, False), (0.01, False), (0.0, True))
+        for start in ("flat", "kept", "all 0.7")]
     assert "400 passes" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         shape_drift.main([str(path), "--leak", "1.5"])
