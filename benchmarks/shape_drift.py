@@ -12,8 +12,8 @@ moving together against the scale change only what a plain step is predicted to 
 per cent of a drafting run's passes. ``--leak`` (a throwaway variant, not a library knob) draws every knot back
 towards the calibration by that fraction of its log-multiplier after each pass, to show what pins the level.
 ``--plain-level`` (another throwaway variant) also replays a cost in which a plain step that moves the scale moves
-every knot above k = 0 the other way as much, so that the drafts' predicted costs stay where they were and the plain
-steps alone set the level.
+every knot above k = 0 the other way, each by as much as its passes have taught it (1 - (1 - shape_rate) **
+evidence), so that the timed drafts' predicted costs stay where they were and the plain steps set their level.
 Also printed: each length's observed seconds over the calibration's (medians), relative to the plain step's.
 """
 
@@ -52,7 +52,8 @@ class PlainLevelCost(LeakyCost):
         before, counted = self.scale, self.observed
         super().observe(k, seconds, head_rows)
         if k == 0 and counted and seconds > 0:  # the first pass sets the scale outright: no level to move then
-            self.log_shape[1:] += np.log(before / self.scale)
+            trust = 1.0 - (1.0 - self.shape_rate) ** self.evidence[1:]  # knots no pass timed keep their level
+            self.log_shape[1:] += trust * np.log(before / self.scale)
             np.clip(self.log_shape, -np.log(SHAPE_BOUND), np.log(SHAPE_BOUND), out=self.log_shape)
             self._refresh()
 
