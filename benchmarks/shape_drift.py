@@ -52,8 +52,8 @@ class PlainLevelCost(LeakyCost):
         before, counted = self.scale, self.observed
         super().observe(k, seconds, head_rows)
         if k == 0 and counted and seconds > 0:  # the first pass sets the scale outright: no level to move then
-            trust = 1.0 - (1.0 - self.shape_rate) ** self.evidence[1:]  # knots no pass timed keep their level
-            self.log_shape[1:] += trust * np.log(before / self.scale)
+            # each knot by as much as its passes taught it: a knot no pass timed keeps its level
+            self.log_shape[1:] += self.knot_trust()[1:] * np.log(before / self.scale)
             np.clip(self.log_shape, -np.log(SHAPE_BOUND), np.log(SHAPE_BOUND), out=self.log_shape)
             self._refresh()
 
@@ -72,8 +72,9 @@ def run_passes(run):
 
 def settle(curve, passes, start, config, leak=0.0, plain_level=False):
     """``(shape at each knot, scale)`` after feeding ``passes`` to a cost that starts from log-shape ``start``."""
-    cost = (PlainLevelCost if plain_level else LeakyCost)(curve, leak=leak, shape_rate=config.shape_rate, log_shape=start,
-                     follow_timed=getattr(config, "follow_timed", False))
+    cost = (PlainLevelCost if plain_level else LeakyCost)(
+        curve, leak=leak, shape_rate=config.shape_rate, first_level=config.first_level, log_shape=start,
+        knots_only=config.shape_at_knots, follow_timed=config.follow_timed)
     for k, seconds in passes:
         cost.observe(k, seconds)
     return np.exp(cost.learned_shape()), cost.scale

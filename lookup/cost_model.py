@@ -92,12 +92,17 @@ class OnlineCost:
         self._effective = self.log_shape
         if not self.follow_timed or self.shape_rate <= 0:
             return
-        trust = 1.0 - (1.0 - self.shape_rate) ** self.evidence  # how far each knot's learning has come
+        trust = self.knot_trust()
         timed = np.flatnonzero(trust[1:] >= TIMED_TRUST) + 1
         if timed.size and self.log_shape[timed[-1]] < 0:
             top = timed[-1]
             self._effective = self.log_shape.copy()
             self._effective[top + 1:] += (1.0 - trust[top + 1:]) * self.log_shape[top]
+
+    def knot_trust(self):
+        """How far each knot's learning has come from where it started: 1 - (1 - shape_rate) ** evidence (0 for a
+        knot no pass moved, near 1 once many have)."""
+        return 1.0 - (1.0 - self.shape_rate) ** self.evidence
 
     def shape(self, k):
         """The learned multiplier at ``k`` (an int or an array), 1 where nothing was learned."""

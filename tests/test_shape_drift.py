@@ -43,7 +43,7 @@ def test_observed_shape_is_relative_to_the_plain_step():
 def test_the_command_reads_a_recorded_run(tmp_path, capsys):
     data = passes(400)
     run = {"cost_curve": {"ks": list(CURVE.ks), "seconds": list(CURVE.seconds)},
-           "draftless_config": {"kind": "adaptive", **{"shape_rate": 0.1, "follow_timed": True}},
+           "draftless_config": {"kind": "adaptive", "shape_rate": 0.1, "follow_timed": True},
            "runs": [{"method": "draftless", "draft_trace": [[k, 0] for k, _ in data],
                      "pass_seconds": [s for _, s in data], "start_shape": [0.0, -0.3, -0.3, -0.3]},
                     {"method": "vanilla"}]}
