@@ -19,6 +19,8 @@ least 3 times on the tests' random rows), so their rows have 1.4 and 2.2 candida
 6,406 (session 45): SmolLM2's output layer, screened, no longer sends most rows to the fp32 product whole.
 """
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import torch
 from numba import njit
@@ -28,9 +30,11 @@ _U32 = 2.0 ** -24
 C = (1 - 2 * U) / (1 - U)
 # the slack's part proportional to |m|, the row's best score: 2 u / ((1 - u) c)
 SLACK_RATE = 2 * U / ((1 - U) * C)
+# weights a thread of ``weight_norms`` takes at least: below, one thread (a thread's start costs more than it saves)
+WEIGHTS_PER_THREAD = 1 << 22
 
 
-@njit(cache=True, fastmath={"reassoc"})
+@njit(cache=True, fastmath={"reassoc"}, nogil=True)  # nogil: threads over blocks of rows
 def row_norms(weight, low_bits, norms):
     """Into ``norms[i]`` (float64, rows x 9), row i's L2, L1 and max norms of ``weight`` (fp32), of its rounding
     ``weight - low`` (exact in fp32) and of ``low``, its bfloat16 copy given as raw bits (``low_bits``, int16).
@@ -69,19 +73,35 @@ def row_norms(weight, low_bits, norms):
 
 
 @torch.no_grad()
-def weight_norms(weight, low):
+def weight_norms(weight, low, threads=None):
     """The largest row norms (L2, L1, max) of ``weight`` (fp32, 2-D), of its rounding ``weight - low`` (``low`` its
     bfloat16 copy, the same shape) and of ``low``: nine floats, all nan where a weight is nan, not all finite
-    where a weight or its copy is infinite. One compiled pass (``row_norms``): 0.15 s for Gemma 3 270M's 671 MB
-    output layer, where torch's reductions over blocks of rows took 1.7-1.8 s (session 46)."""
+    where a weight or its copy is infinite. One compiled pass (``row_norms``): 0.15-0.25 s for Gemma 3 270M's 671
+    MB output layer on one core, where torch's reductions over blocks of rows took 1.7-1.8 s (session 46); over
+    ``threads`` blocks of rows at once (by default torch's thread count, one per ``WEIGHTS_PER_THREAD`` weights at
+    most; 0 or 1: one pass), each row's norms the same whichever block reads it."""
     if weight.dim() != 2 or weight.dtype != torch.float32 or low.dtype != torch.bfloat16 \
             or low.shape != weight.shape or weight.numel() == 0 or weight.device.type != "cpu" \
             or low.device.type != "cpu":
         raise ValueError(f"weight must be a non-empty 2-D fp32 CPU tensor and low its bfloat16 copy, got "
                          f"{weight.dtype} {tuple(weight.shape)} on {weight.device} and {low.dtype} "
                          f"{tuple(low.shape)} on {low.device}")
-    norms = np.empty((weight.shape[0], 9), np.float64)
-    row_norms(weight.detach().contiguous().numpy(), low.detach().contiguous().view(torch.int16).numpy(), norms)
+    if threads is None:
+        threads = min(torch.get_num_threads(), weight.numel() // WEIGHTS_PER_THREAD)
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
+        raise ValueError(f"threads must be a non-negative int or None, got {threads!r}")
+    rows = weight.shape[0]
+    norms = np.empty((rows, 9), np.float64)
+    values = weight.detach().contiguous().numpy()
+    bits = low.detach().contiguous().view(torch.int16).numpy()
+    bounds = np.linspace(0, rows, max(1, min(threads, rows)) + 1).astype(np.int64)
+    if bounds.size == 2:
+        row_norms(values, bits, norms)
+    else:  # each row is one row's pass whichever block holds it: the same norms, bit for bit
+        with ThreadPoolExecutor(bounds.size - 1) as pool:
+            for done in [pool.submit(row_norms, values[a:b], bits[a:b], norms[a:b])
+                         for a, b in zip(bounds[:-1], bounds[1:])]:
+                done.result()
     return tuple(float(n) for n in norms.max(axis=0))  # max keeps a nan
 
 

@@ -95,3 +95,21 @@ def test_a_weight_not_contiguous_is_read_as_its_values():
     weight = torch.randn(40, 24, generator=torch.Generator().manual_seed(5)).T  # 24 x 40, strided
     low = weight.bfloat16()
     assert list(weight_norms(weight, low)) == pytest.approx(reference_norms(weight), rel=1e-5)
+
+
+@pytest.mark.parametrize("threads", [2, 3, 7, 400])
+def test_blocks_of_rows_read_by_threads_give_the_norms_of_one_pass_bit_for_bit(threads):
+    generator = torch.Generator().manual_seed(threads)
+    weight = torch.randn(301, 65, generator=generator) * 10.0 ** torch.randint(-3, 4, (301, 1), generator=generator)
+    weight[17, 3] = float("nan") if threads == 7 else weight[17, 3]  # a nan in one block spreads to every max
+    low = weight.bfloat16()
+    one = weight_norms(weight, low, threads=1)
+    assert np.array_equal(weight_norms(weight, low, threads=threads), one, equal_nan=True)
+    assert np.array_equal(weight_norms(weight, low, threads=0), one, equal_nan=True)
+
+
+def test_a_thread_count_that_is_not_a_count_is_refused_by_name():
+    weight = torch.randn(4, 5)
+    for bad in (-1, 1.5, "2", True):
+        with pytest.raises(ValueError, match="threads"):
+            weight_norms(weight, weight.bfloat16(), threads=bad)
