@@ -35,33 +35,37 @@ ROWS = tuple(linear_plan.row_counts(linear_plan.MAX_PADDED_ROWS, linear_plan.WID
 
 
 def parse_setting(text):
-    """``(mib, first_parts, repeats, later_parts, out_of_race, wide_clear_gain)`` from
-    ``MIB:FIRST:REPEATS:LATER[:OUT_OF_RACE[:WIDE_CLEAR_GAIN]]`` (the library's ``linear_plan.OUT_OF_RACE`` and
-    ``linear_plan.WIDE_CLEAR_GAIN`` where not given: None)."""
+    """``(mib, first_parts, repeats, later_parts, out_of_race, wide_clear_gain, retime)`` from
+    ``MIB:FIRST:REPEATS:LATER[:OUT_OF_RACE[:WIDE_CLEAR_GAIN[:RETIME]]]`` (the library's ``linear_plan.OUT_OF_RACE``,
+    ``linear_plan.WIDE_CLEAR_GAIN`` and ``linear_plan.RETIME_DEPARTURES`` where not given: None; ``RETIME`` 0 or
+    1)."""
     fields = text.split(":")
     try:
         values = tuple(int(x) for x in fields[:4]) + tuple(float(x) for x in fields[4:6])
     except ValueError:
         values = ()
-    values += (None,) * (6 - len(values)) if 4 <= len(values) <= 6 else ()
-    if (len(values) != 6 or len(fields) > 6 or min(values[:4]) < 1 or (values[4] is not None and not values[4] >= 1)
+    if len(fields) == 7 and len(values) == 6:
+        values = values + (fields[6] == "1",) if fields[6] in ("0", "1") else ()
+    values += (None,) * (7 - len(values)) if 4 <= len(values) <= 7 else ()
+    if (len(values) != 7 or len(fields) > 7 or min(values[:4]) < 1 or (values[4] is not None and not values[4] >= 1)
             or (values[5] is not None and not 0 < values[5] <= 1)):
-        raise ValueError(f"a setting is MIB:FIRST:REPEATS:LATER[:OUT_OF_RACE[:WIDE_CLEAR_GAIN]], four positive "
-                         f"integers, a ratio of at least 1 and one in (0, 1], got {text!r}")
+        raise ValueError(f"a setting is MIB:FIRST:REPEATS:LATER[:OUT_OF_RACE[:WIDE_CLEAR_GAIN[:RETIME]]], four "
+                         f"positive integers, a ratio of at least 1, one in (0, 1] and 0 or 1, got {text!r}")
     return values
 
 
 @contextlib.contextmanager
-def race_rules(out_of_race=None, wide_clear_gain=None):
-    """Within the block, ``linear_plan.OUT_OF_RACE`` and ``linear_plan.WIDE_CLEAR_GAIN`` are these (where not
-    None)."""
-    saved = linear_plan.OUT_OF_RACE, linear_plan.WIDE_CLEAR_GAIN
+def race_rules(out_of_race=None, wide_clear_gain=None, retime=None):
+    """Within the block, ``linear_plan.OUT_OF_RACE``, ``linear_plan.WIDE_CLEAR_GAIN`` and
+    ``linear_plan.RETIME_DEPARTURES`` are these (where not None)."""
+    saved = linear_plan.OUT_OF_RACE, linear_plan.WIDE_CLEAR_GAIN, linear_plan.RETIME_DEPARTURES
     linear_plan.OUT_OF_RACE = saved[0] if out_of_race is None else out_of_race
     linear_plan.WIDE_CLEAR_GAIN = saved[1] if wide_clear_gain is None else wide_clear_gain
+    linear_plan.RETIME_DEPARTURES = saved[2] if retime is None else retime
     try:
         yield
     finally:
-        linear_plan.OUT_OF_RACE, linear_plan.WIDE_CLEAR_GAIN = saved
+        linear_plan.OUT_OF_RACE, linear_plan.WIDE_CLEAR_GAIN, linear_plan.RETIME_DEPARTURES = saved
 
 
 @torch.no_grad()
@@ -108,8 +112,8 @@ def compare(model, settings, trials, truth_mib=128, truth_rounds=5, progress=Non
     chosen = {s: [] for s in settings}
     for _ in range(trials):
         for setting in settings:
-            mib, first, repeats, later, ratio, wide_gain = parse_setting(setting)
-            with race_rules(ratio, wide_gain):
+            mib, first, repeats, later, ratio, wide_gain, retime = parse_setting(setting)
+            with race_rules(ratio, wide_gain, retime):
                 t0 = time.perf_counter()
                 plans = {shape: linear_plan.measure_plan(modules, repeats=repeats, nbytes=mib << 20,
                                                          parts=(first, later))

@@ -55,6 +55,7 @@ def test_each_timing_streams_the_next_part_the_first_round_and_the_later_ones_cu
     real = linear_plan._product
     monkeypatch.setattr(linear_plan, "_product", lambda w, *rest: seen.append(w.data_ptr()) or real(w, *rest))
     monkeypatch.setattr(linear_plan, "in_the_race", lambda seconds, max_rows: list(seconds))  # all race on
+    monkeypatch.setattr(linear_plan, "RETIME_DEPARTURES", False)  # the rounds alone (``test_plan_departures``)
     linear_plan.measure_plan(layers, max_rows=2, wide_rows=(), repeats=2, nbytes=6 * 16 * 32 * 4, parts=(3, 2),
                              forms=(linear_plan.PLAIN, linear_plan.TRANSPOSED))
     ptr = [m.weight.data_ptr() for m in layers]
@@ -137,9 +138,14 @@ def test_plan_regret_prices_each_setting_against_the_fastest_plans():
         assert float(below) >= 0 and float(above) >= 0
     with pytest.raises(ValueError, match="MIB:FIRST:REPEATS:LATER"):
         plan_regret.parse_setting("96:6:3")
-    assert plan_regret.parse_setting("96:6:2:1:1.5") == (96, 6, 2, 1, 1.5, None)
-    assert plan_regret.parse_setting("64:1:2:1") == (64, 1, 2, 1, None, None)
-    assert plan_regret.parse_setting("64:1:2:1:1.25:0.95") == (64, 1, 2, 1, 1.25, 0.95)
+    assert plan_regret.parse_setting("96:6:2:1:1.5") == (96, 6, 2, 1, 1.5, None, None)
+    assert plan_regret.parse_setting("64:1:2:1") == (64, 1, 2, 1, None, None, None)
+    assert plan_regret.parse_setting("64:1:2:1:1.25:0.95") == (64, 1, 2, 1, 1.25, 0.95, None)
+    assert plan_regret.parse_setting("64:1:2:1:1.25:0.95:0") == (64, 1, 2, 1, 1.25, 0.95, False)
+    assert plan_regret.parse_setting("64:1:2:1:1.25:0.95:1") == (64, 1, 2, 1, 1.25, 0.95, True)
+    for bad in ("64:1:2:1:1.25:0.95:2", "64:1:2:1:1.25:0.95:1:1", "64:1:2:1:1.25:0.95:yes"):
+        with pytest.raises(ValueError, match="RETIME"):
+            plan_regret.parse_setting(bad)
     with pytest.raises(ValueError, match="MIB:FIRST:REPEATS:LATER"):
         plan_regret.parse_setting("64:1:2:1:1.25:1.5")
     with pytest.raises(ValueError, match="MIB:FIRST:REPEATS:LATER"):

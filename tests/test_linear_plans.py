@@ -124,6 +124,7 @@ def test_a_plan_times_forms_out_of_the_race_once_and_still_counts_their_rounds(m
         return real(weight, bias, flat, target, transposed)
 
     monkeypatch.setattr(linear_plan, "_product", product)
+    monkeypatch.setattr(linear_plan, "RETIME_DEPARTURES", False)  # the rounds alone (``test_plan_departures``)
     modules = groups[next(iter(groups))]
     kept = []
     real_race = linear_plan.in_the_race
