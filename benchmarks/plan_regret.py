@@ -8,11 +8,13 @@ interleaved with the others, as the library does. A plan's cost at a row count i
 chooses there, scaled from the probe to all of the model's layers of that shape and summed over the shapes; its
 regret is that cost summed over the row counts 1..8, 16, 32 and 64, against the fastest form's at each.
 
-A setting is ``MIB:FIRST:REPEATS:LATER[:OUT_OF_RACE[:WIDE_CLEAR_GAIN]]``: a probe of ``MIB`` MiB (the
+A setting is ``MIB:FIRST:REPEATS:LATER[:OUT_OF_RACE[:WIDE_CLEAR_GAIN[:RETIME]]]``: a probe of ``MIB`` MiB (the
 library's is ``weight_probe.probe_bytes``), the first round over ``FIRST`` parts of it, ``REPEATS`` rounds in all,
 the later ones over ``LATER`` parts (``linear_plan.measure_plan``), forms that far behind after the first round
 out of the race (``linear_plan.OUT_OF_RACE``), and above 8 rows another form than the plain product taken where
-it takes less than that fraction of its time (``linear_plan.WIDE_CLEAR_GAIN``); the library's where not given.
+it takes less than that fraction of its time (``linear_plan.WIDE_CLEAR_GAIN``), and with ``RETIME`` 1 the forms
+behind each departure from the plain product timed once more (``linear_plan.RETIME_DEPARTURES``; 0: not); the
+library's where not given.
 The regret is also given in milliseconds at 1-8 rows and above. ``64:1:2:1:1.25`` is the library's (on a
 CPU with a 32 MiB cache), ``64:6:2:1:1.5`` the cheaper first round session 39 measured and left out.
 
@@ -147,7 +149,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks.plan_regret", description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="gemma-3-270m")
     parser.add_argument("--settings", default="64:1:2:1:1.25,64:6:2:1:1.5",
-                        help="MIB:FIRST:REPEATS:LATER[:OUT_OF_RACE[:WIDE_CLEAR_GAIN]], comma-separated")
+                        help="MIB:FIRST:REPEATS:LATER[:OUT_OF_RACE[:WIDE_CLEAR_GAIN[:RETIME]]], comma-separated")
     parser.add_argument("--trials", type=int, default=12, help="calibrations per setting")
     parser.add_argument("--truth-mib", type=int, default=128)
     parser.add_argument("--truth-rounds", type=int, default=5)
