@@ -1,13 +1,16 @@
 """Where the adaptive policy falls short of the hindsight ceiling, and whether its acceptance model is to blame.
 
-    python -m benchmarks.policy_gap RUN.json [--suite code_edit] [--first 1,3] [--cost run|cpu|near_flat] [--json PATH]
+    python -m benchmarks.policy_gap RUN.json [--suite code_edit] [--first 1,3] [--by-origin] [--cost run|cpu|near_flat]
+        [--json PATH]
 
 Replays the outputs of a run recorded by ``benchmarks.run`` through the library's default policy (model-free, as
 ``benchmarks.replay`` does, under the run's cost curve) and reports per suite:
 
 - **Calibration**: per kind of draft (the output copying or writing, the match shorter than ``copy_length`` or not,
-  a draft of up to 8 tokens or longer; the resumed copy after a broken one, ``resumed_copy``, apart), how many
-  drafts the policy made, the accepted tokens its acceptance model expected at the length it chose, and the
+  a draft of up to 8 tokens or longer; the resumed copy after a broken one, ``resumed_copy``, apart; with
+  ``--by-origin`` also where the occurrence lies, ``acceptance_model.ORIGINS``), how many drafts the policy made,
+  the accepted tokens its acceptance model expected at the length it chose (a request's first drafts: the model of
+  how requests start they were chosen under, carried from record to record as ``replay`` carries it), and the
   accepted tokens realised. Expected well below realised means the policy drafts too short for the text; above, too
   long.
 - **Hindsight**: the modelled speedup of the policy, of the policy given the best length in hindsight on each
@@ -24,25 +27,31 @@ from collections import defaultdict
 
 import numpy as np
 
+from draftless.lookup.acceptance_model import ORIGINS
 from draftless.lookup.adaptive import AdaptiveConfig, AdaptiveProposer
 from draftless.lookup.occurrence import agreement, periodic_continuation
+from draftless.lookup.request_start import carried_starts
 
 from .lookup_ceiling import LookupCeilingProposer
 from .recorded_run import run_digit_tokens, run_text_classes
 from .replay import AdaptiveFactory, parse_run_arguments, replay, replay_one
 
 
-def draft_kind(copying, match_length, k, copy_length):
-    """The calibration table's row for a draft: regime, match length class, draft length class."""
-    return ("copying" if copying else "writing", "short match" if match_length < copy_length else "long match",
+def draft_kind(copying, match_length, k, copy_length, origin=None):
+    """The calibration table's row for a draft: regime, match length class, draft length class, preceded by the
+    occurrence's origin (a name of ``ORIGINS``) where one is given."""
+    kind = ("copying" if copying else "writing", "short match" if match_length < copy_length else "long match",
             "k <= 8" if k <= 8 else "k > 8")
+    return kind if origin is None else (origin,) + kind
 
 
 class CalibrationProbe(AdaptiveProposer):
-    """The adaptive policy, recording per draft its kind, the accepted tokens it expected and those realised."""
+    """The adaptive policy, recording per draft its kind (with ``by_origin``, the occurrence's origin first), the
+    accepted tokens it expected and those realised."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, by_origin=False, **kwargs):
         super().__init__(*args, **kwargs)
+        self.by_origin = bool(by_origin)
         self.records = []  # (kind, expected, realised)
         self._expected = None
 
@@ -51,11 +60,14 @@ class CalibrationProbe(AdaptiveProposer):
         self._expected = None
         if self._pending is not None and self._resuming:  # the resumed copy, under its own acceptance model
             kind = ("resumed", "after a broken copy", "k <= 8" if draft.size <= 8 else "k > 8")
+            kind = ("generated",) + kind if self.by_origin else kind
             self._expected = (kind, float(self.resumed.expected(draft.size)[draft.size]))
         elif self._pending is not None:
             length, origin, copying, _ = self._pending
-            expected = self.acceptance.expected(length, origin, draft.size, copying)[draft.size]
-            self._expected = (draft_kind(copying, length, draft.size, self.config.copy_length), float(expected))
+            model = self.request_start if self._starting else self.acceptance  # the model it was chosen under
+            expected = model.expected(length, origin, draft.size, copying)[draft.size]
+            self._expected = (draft_kind(copying, length, draft.size, self.config.copy_length,
+                                         ORIGINS[origin] if self.by_origin else None), float(expected))
         return draft
 
     def update(self, tokens):
@@ -102,8 +114,21 @@ class HindsightStart(AdaptiveProposer):
         return longest[:k]
 
 
+class HindsightFactory(AdaptiveFactory):
+    """Makes ``HindsightStart`` for each record replayed, the records' first drafts carried from one to the next as
+    ``AdaptiveFactory`` carries them."""
+
+    def __init__(self, first, curve, config, **kw):
+        self.first, self.curve = first, curve
+        super().__init__(config, **kw)
+
+    def __call__(self, truth):
+        return HindsightStart(truth, self.first, self.curve, self.config, start=self.request_start, **self.kw)
+
+
 def calibration(outputs, make):
-    """``{suite: {kind: [drafts, expected accepted, realised accepted]}}`` (sums), ``"all"`` included."""
+    """``{suite: {kind: [drafts, expected accepted, realised accepted]}}`` (sums), ``"all"`` included; ``make()``
+    makes each record's probe, in run order."""
     table = defaultdict(lambda: defaultdict(lambda: [0, 0.0, 0]))
     for rec in outputs:
         probe = make()
@@ -117,17 +142,19 @@ def calibration(outputs, make):
     return table
 
 
-def gap(data, cost, firsts=(1, 3)):
-    """``(calibration table, {config: {suite: modelled speedup}})`` for one recorded run."""
+def gap(data, cost, firsts=(1, 3), by_origin=False):
+    """``(calibration table, {config: {suite: modelled speedup}})`` for one recorded run; the table's probes carry
+    the records' first drafts from one to the next (``carried_starts``) as ``replay``'s ``AdaptiveFactory`` does,
+    so that they draft as its "draftless" row."""
     config = AdaptiveConfig()  # the library's policy, as replay's "draftless" row
     excluded = tuple(data.get("inexact_drafts", ()))
     kw = {"cost": cost, "excluded": excluded, "text_classes": run_text_classes(data),
           "digit_tokens": run_digit_tokens(data)}
-    table = calibration(data["outputs"], lambda: CalibrationProbe(config, **kw))
+    start = carried_starts(config)
+    table = calibration(data["outputs"], lambda: CalibrationProbe(config, start=start, by_origin=by_origin, **kw))
     configs = {"draftless": AdaptiveFactory(config, **kw)}
     for n in firsts:
-        configs[f"hindsight length, first {n} passes"] = (
-            lambda truth, n=n: HindsightStart(truth, n, cost, config, **kw))
+        configs[f"hindsight length, first {n} passes"] = HindsightFactory(n, cost, config, **kw)
     configs["ceiling_recent"] = lambda truth: LookupCeilingProposer(truth, cost, "recent")
     configs["ceiling_any"] = lambda truth: LookupCeilingProposer(truth, cost, "any")
     speed = defaultdict(dict)
@@ -154,6 +181,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks.policy_gap", description=__doc__.splitlines()[0])
     parser.add_argument("--suite", help="comma-separated suites to report (default: every suite and all)")
     parser.add_argument("--first", default="1,3", help="comma-separated pass counts given the hindsight length")
+    parser.add_argument("--by-origin", action="store_true",
+                        help="split the calibration table by where the occurrence lies (generated, prompt, ...)")
     args, data, cost = parse_run_arguments(parser, argv)
     try:
         firsts = tuple(int(x) for x in args.first.split(","))
@@ -166,7 +195,7 @@ def main(argv=None):
     unknown = sorted(set(suites) - set(recorded))
     if unknown or not suites:
         parser.error(f"--suite must name suites of the run ({', '.join(recorded)}), got {args.suite!r}")
-    table, speed = gap(data, cost, firsts)
+    table, speed = gap(data, cost, firsts, args.by_origin)
     sys.stdout.write(markdown(table, speed, suites))
     if args.json:
         args.json.write_text(json.dumps({

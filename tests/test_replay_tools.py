@@ -227,6 +227,52 @@ def test_replay_reproduces_the_draft_lengths_measured_with_the_model(name):
             assert replayed == measured
 
 
+def test_policy_gap_table_drafts_as_the_replayed_policy_and_splits_by_origin():
+    # three requests that open alike: the later ones' first drafts are chosen under what the earlier carried
+    # (``carried_starts``), in the table as in replay's "draftless" row
+    from benchmarks.policy_gap import CalibrationProbe, gap
+    from benchmarks.replay import AdaptiveFactory, replay_one
+    from draftless.lookup import AdaptiveConfig
+    from draftless.lookup.acceptance_model import ORIGINS
+    from draftless.lookup.cost_model import CostCurve
+    from draftless.lookup.request_start import carried_starts
+
+    curve = CostCurve((0, 1, 16, 32, 64), (1.0, 1.05, 2.0, 3.5, 7.0))  # steep: the first draft is short at first
+    prompt = list(range(10, 70)) + [10, 11]
+    tokens = prompt + list(range(12, 60)) + [3, 4, 5] + list(range(20, 40))
+    outputs = [{"suite": "code_edit", "prompt_id": str(i), "prompt_len": len(prompt), "tokens": tokens}
+               for i in range(3)]
+    config = AdaptiveConfig()
+    factory = AdaptiveFactory(config, cost=curve)
+    carried = [replay_one(factory(tokens), tokens, len(prompt))[2] for _ in outputs]
+    alone = replay_one(AdaptiveProposer(config, cost=curve), tokens, len(prompt))[2]
+    assert carried[0] == alone and carried[1][0] > alone[0]  # what the first request showed lengthens the next
+
+    def probes(start):  # the table's probes, replayed in run order with ``start`` shared
+        out = []
+        for _ in outputs:
+            probe = CalibrationProbe(config, cost=curve, start=start)
+            replay_one(probe, tokens, len(prompt))
+            out += probe.records
+        return out
+
+    table, _ = gap({"outputs": outputs}, curve, firsts=(1,))
+    expected = sum(e for _, e, _ in table["code_edit"].values())
+    assert sum(n for n, _, _ in table["code_edit"].values()) == sum(d > 0 for run in carried for d in run)
+    assert expected == pytest.approx(sum(e for _, e, _ in probes(carried_starts(config))))
+    assert expected != pytest.approx(sum(e for _, e, _ in probes(None)))  # each request from the prior: not so
+    split, _ = gap({"outputs": outputs}, curve, firsts=(1,), by_origin=True)
+    assert all(kind[0] in ORIGINS and len(kind) == 4 for kind in split["code_edit"])
+    assert not any(kind[0] in ORIGINS for kind in table["code_edit"])
+    merged = {}  # the split rows sum to the unsplit ones
+    for kind, (n, e, r) in split["code_edit"].items():
+        row = merged.setdefault(kind[1:], [0, 0.0, 0])
+        row[0], row[1], row[2] = row[0] + n, row[1] + e, row[2] + r
+    assert merged.keys() == table["code_edit"].keys()
+    for kind, (n, e, r) in table["code_edit"].items():
+        assert merged[kind][0] == n and merged[kind][2] == r and merged[kind][1] == pytest.approx(e)
+
+
 def test_policy_gap_checks_calibration_and_hindsight_lengths(tmp_path, capsys):
     import numpy as np
 
