@@ -2,6 +2,8 @@
 calibration, stage by stage (what the CLI and the benchmarks draw as bars). No timing assertions."""
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -155,6 +157,47 @@ def test_process_start_times_every_stage_of_a_local_model(tmp_path, cache_dir, s
                              "load_model (its tokenizer and weights)", "build the generator", "first generate",
                              "second generate"]
     assert all(value >= 0 for value in seconds.values()) and seconds["first generate"] > 0
+
+
+def test_process_start_with_an_empty_calibration_calibrates_elsewhere(tmp_path, cache_dir, short_curve, capsys,
+                                                                         monkeypatch):
+    from benchmarks.process_start import main
+
+    tokenizer = tiny_tokenizer()
+    tiny_model("llama", vocab=len(tokenizer)).save_pretrained(tmp_path / "tiny")
+    tokenizer.save_pretrained(tmp_path / "tiny")
+    monkeypatch.setenv("DRAFTLESS_CACHE", str(cache_dir))  # restored after: --once moves it, as its process may
+    before = sorted(p.name for p in cache_dir.rglob("*"))
+    main(["--model", str(tmp_path / "tiny"), "--once", "--new-tokens", "4", "--empty-calibration"])
+    seconds = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert seconds["first generate"] > 0 and len(seconds) == 7
+    assert sorted(p.name for p in cache_dir.rglob("*")) == before  # the user's cache untouched
+    elsewhere = os.environ["DRAFTLESS_CACHE"]
+    assert elsewhere != str(cache_dir) and not Path(elsewhere).exists()  # the empty cache removed after
+    assert calibration._MEMO and all(key.startswith(elsewhere) for key in calibration._MEMO)  # calibrated there
+
+
+def test_process_start_both_ways_reports_what_the_first_calibration_adds(monkeypatch, tmp_path, capsys):
+    import benchmarks.process_start as process_start
+
+    commands = []
+
+    def fresh(command, repeats):  # cached processes: 1.5 s to build and first generate, empty ones 4.5 s
+        commands.append(command)
+        empty = "--empty-calibration" in command
+        return [{"load": 2.0, "build the generator": 2.5 if empty else 0.5, "first generate": 2.0 if empty else 1.0}
+                ] * repeats
+
+    monkeypatch.setattr(process_start, "run_fresh", fresh)
+    out = tmp_path / "start.json"
+    runs = process_start.main(["--model", "m", "--calibration", "both", "--repeats", "2", "--json", str(out)])
+    assert ["--empty-calibration" in c for c in commands] == [False, False, True, False, True]  # one untimed first
+    assert len(runs["cached"]) == len(runs["empty"]) == 2
+    assert "adds 3.00 s to building the generator and its first generate" in capsys.readouterr().out
+    written = json.loads(out.read_text())
+    assert written["first_calibration_felt"] == 3.0 and written["calibration"] == "both"
+    single = process_start.main(["--model", "m", "--calibration", "empty", "--repeats", "1"])
+    assert single[0]["first generate"] == 2.0 and "--empty-calibration" in commands[-1]
 
 
 def test_fresh_process_timings_are_tabled_with_their_median():
