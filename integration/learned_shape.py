@@ -26,7 +26,9 @@ from .calibration import cache_file, calibration_key
 
 logger = logging.getLogger(__name__)
 
-SHAPE_VERSION = 1  # bumped when what the multipliers mean changes, so that shapes learned the old way are dropped
+# bumped when what the multipliers mean changes, so that shapes learned the old way are dropped: 2 since session 58,
+# the shapes kept before learned from each process's first pass (``pass_timing.told_seconds``) and drifted low
+SHAPE_VERSION = 2
 
 
 def shape_path(model, curve):

@@ -9,6 +9,7 @@ The context is one token prefilled, then random keys and values appended to ever
 
 import contextlib
 import functools
+import threading
 import time
 
 import torch
@@ -91,3 +92,21 @@ def slower_than_longer(seconds):
             out.append(i)
         tail = min(tail, seconds[i])
     return out[::-1]
+
+
+_FIRST_LOOP_PASS = threading.Event()  # set once a generation loop of this process has made a pass
+
+
+def told_seconds(seconds):
+    """The seconds the generation loop tells the cost model a pass took: ``seconds``, except for the first pass of
+    the process, which tells 0 (``OnlineCost.observe`` ignores it, a replay from ``GenerationStats.pass_seconds``
+    likewise). That pass runs slow by one-time work (11-12 % over the ones after it for Gemma 3 270M on a 2-core
+    Xeon); with ``first_level`` it set the scale outright, the passes after it came in under the prediction, and
+    the lengths they drafted learned a lower multiplier that no plain step could take back: kept on disk, a short
+    process at a time, Gemma's k = 2 and k = 32 knots fell 0.42 and 0.37 in log over 16 such processes, the
+    lengths never drafted kept where they were, and the policy came to draft 12 tokens a pass where it had drafted
+    23 (session 58, ``benchmarks/recorded/README.md``)."""
+    if _FIRST_LOOP_PASS.is_set():
+        return seconds
+    _FIRST_LOOP_PASS.set()
+    return 0.0

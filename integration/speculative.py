@@ -33,6 +33,7 @@ from .lean_layers import lean_layers
 from .lean_layers import verified as lean_verified
 from .linear_plan import planned_linears
 from .pass_check import MAX_DRAFT, exact_length, warn_coarse_rounding
+from .pass_timing import told_seconds
 from .proposer_output import may_stage, proposed_draft, staged_rows
 from .request_starts import request_start
 from . import kv_cache
@@ -200,16 +201,17 @@ class SpeculativeGenerator:
                                                                             ids, plan.processors)
                 verifier.rollback(draft.shape[0] - n)
                 t2 = time.perf_counter()
+                told = told_seconds(t2 - t1)  # 0 for the process's first pass: its one-time work taught nothing
                 if record_cost is not None:  # an adaptive proposer refines its cost model with real passes
                     if head_rows is None:
-                        record_cost(int(draft.shape[0]), t2 - t1)
+                        record_cost(int(draft.shape[0]), told)
                     else:
-                        record_cost(int(draft.shape[0]), t2 - t1, head_rows)
+                        record_cost(int(draft.shape[0]), told, head_rows)
                 before = ids.shape[1]
                 ids, done = self._append(plan, ids, tokens, chosen, logits[: n + 1], scores, raw)
                 # a stop (EOS, stop string, criteria) inside the accepted draft drops the tokens after it: the
                 # stats count what the pass kept, so that new tokens = 1 (prefill) + sum(accepted + 1)
-                rec.record_pass(int(draft.shape[0]), min(n, ids.shape[1] - before - 1), t2 - t1, head_rows)
+                rec.record_pass(int(draft.shape[0]), min(n, ids.shape[1] - before - 1), told, head_rows)
                 self.proposer.update(ids[0, before:].cpu().numpy())
                 rec.propose_s += (t1 - t0) + (time.perf_counter() - t2)
                 rec.verify_s += t2 - t1
