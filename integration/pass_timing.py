@@ -102,10 +102,10 @@ def told_seconds(seconds):
     the process, which tells 0 (``OnlineCost.observe`` ignores it, a replay from ``GenerationStats.pass_seconds``
     likewise). That pass runs slow by one-time work (11-12 % over the ones after it for Gemma 3 270M on a 2-core
     Xeon); with ``first_level`` it set the scale outright, the passes after it came in under the prediction, and
-    the lengths they drafted learned a lower multiplier that no plain step could take back: kept on disk, a short
-    process at a time, Gemma's k = 2 and k = 32 knots fell 0.42 and 0.37 in log over 16 such processes, the
-    lengths never drafted kept where they were, and the policy came to draft 12 tokens a pass where it had drafted
-    23 (session 58, ``benchmarks/recorded/README.md``)."""
+    the lengths they drafted learned a lower multiplier that the rare plain steps hardly took back. Kept on disk,
+    every short process pushed those knots down again: 16 processes of one 96-token generate each took Gemma's
+    k = 2 and k = 32 knots to 0.66 and 0.69 and still falling, against 0.85-0.91 and 1.0, steady, once this pass
+    went untold (session 58, ``benchmarks/recorded/README.md``)."""
     if _FIRST_LOOP_PASS.is_set():
         return seconds
     _FIRST_LOOP_PASS.set()
