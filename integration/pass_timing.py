@@ -11,6 +11,7 @@ import contextlib
 import functools
 import threading
 import time
+import weakref
 
 import torch
 
@@ -94,19 +95,21 @@ def slower_than_longer(seconds):
     return out[::-1]
 
 
-_FIRST_LOOP_PASS = threading.Event()  # set once a generation loop of this process has made a pass
+_PASSED = weakref.WeakSet()  # the models a generation loop of this process has made a pass with
+_PASSED_LOCK = threading.Lock()
 
 
-def told_seconds(seconds):
-    """The seconds the generation loop tells the cost model a pass took: ``seconds``, except for the first pass of
-    the process, which tells 0 (``OnlineCost.observe`` ignores it, a replay from ``GenerationStats.pass_seconds``
-    likewise). That pass runs slow by one-time work (11-12 % over the ones after it for Gemma 3 270M on a 2-core
-    Xeon); with ``first_level`` it set the scale outright, the passes after it came in under the prediction, and
-    the lengths they drafted learned a lower multiplier that the rare plain steps hardly took back. Kept on disk,
-    every short process pushed those knots down again: 16 processes of one 96-token generate each took Gemma's
-    k = 2 and k = 32 knots to 0.66 and 0.69 and still falling, against 0.85-0.91 and 1.0, steady, once this pass
-    went untold (session 58, ``benchmarks/recorded/README.md``)."""
-    if _FIRST_LOOP_PASS.is_set():
-        return seconds
-    _FIRST_LOOP_PASS.set()
+def told_seconds(seconds, model):
+    """The seconds the generation loop tells the cost model a pass of ``model`` took: ``seconds``, except for the
+    model's first pass in the process, which tells 0 (``OnlineCost.observe`` ignores it, a replay from
+    ``GenerationStats.pass_seconds`` likewise). That pass runs slow by one-time work (11-12 % over the ones after it
+    for Gemma 3 270M on a 2-core Xeon); with ``first_level`` it set the scale outright, the passes after it came in
+    under the prediction, and the lengths they drafted learned a lower multiplier that the rare plain steps hardly
+    took back. Kept on disk, every short process pushed those knots down again: 16 processes of one 96-token
+    generate each took Gemma's k = 2 and k = 32 knots to 0.66 and 0.69 and still falling, against 0.85-0.91 and
+    1.0, steady, once this pass went untold (session 58, ``benchmarks/recorded/README.md``)."""
+    with _PASSED_LOCK:
+        if model in _PASSED:
+            return seconds
+        _PASSED.add(model)
     return 0.0

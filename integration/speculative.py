@@ -201,7 +201,7 @@ class SpeculativeGenerator:
                                                                             ids, plan.processors)
                 verifier.rollback(draft.shape[0] - n)
                 t2 = time.perf_counter()
-                told = told_seconds(t2 - t1)  # 0 for the process's first pass: its one-time work taught nothing
+                told = told_seconds(t2 - t1, self.model)  # 0 for the model's first pass here: one-time work
                 if record_cost is not None:  # an adaptive proposer refines its cost model with real passes
                     if head_rows is None:
                         record_cost(int(draft.shape[0]), told)

@@ -85,16 +85,13 @@ def test_shape_rate_is_checked_and_reaches_the_cost_model():
             OnlineCost(CURVE, shape_rate=bad)
 
 
-def _loop_passes_made(monkeypatch, made):
-    """The process's generation loops as if they had made a pass already (``made``) or none yet."""
-    import threading
+def _loop_passes_made(monkeypatch, models=()):
+    """This process's generation loops as if they had made passes with ``models`` alone."""
+    import weakref
 
     from draftless.integration import pass_timing
 
-    event = threading.Event()
-    if made:
-        event.set()
-    monkeypatch.setattr(pass_timing, "_FIRST_LOOP_PASS", event)
+    monkeypatch.setattr(pass_timing, "_PASSED", weakref.WeakSet(models))
 
 
 def test_the_loop_tells_each_pass_and_records_it_for_replay(monkeypatch):
@@ -103,8 +100,8 @@ def test_the_loop_tells_each_pass_and_records_it_for_replay(monkeypatch):
     from draftless.integration import SpeculativeGenerator
     from tiny_models import repetitive_prompt, tiny_model
 
-    _loop_passes_made(monkeypatch, True)
     model = tiny_model("llama")
+    _loop_passes_made(monkeypatch, [model])
     ids = repetitive_prompt(30)
     proposer = AdaptiveProposer(cost=CostCurve((0, 8, 64), (1.0, 1.0, 1.0)))  # flat: far from a CPU's shape
     gen = SpeculativeGenerator(model, proposer=proposer)
@@ -116,16 +113,16 @@ def test_the_loop_tells_each_pass_and_records_it_for_replay(monkeypatch):
     assert proposer.cost.log_shape.any()  # the default rate learned from the passes the loop told it
 
 
-def test_the_process_first_loop_pass_teaches_the_cost_model_nothing(monkeypatch):
+def test_a_model_first_loop_pass_in_a_process_teaches_the_cost_model_nothing(monkeypatch):
     # its one-time work made it slow: with ``first_level`` it set the scale too high, and every short process
     # lowered the multipliers of the lengths it drafted next, kept on disk, a little further
     from draftless.integration import SpeculativeGenerator, pass_timing
     from tiny_models import repetitive_prompt, tiny_model
 
-    _loop_passes_made(monkeypatch, False)
-    assert pass_timing.told_seconds(0.5) == 0.0 and pass_timing.told_seconds(0.5) == 0.5  # then every pass
-    _loop_passes_made(monkeypatch, False)
-    model = tiny_model("llama")
+    model, other = tiny_model("llama"), tiny_model("llama")
+    _loop_passes_made(monkeypatch)
+    assert pass_timing.told_seconds(0.5, other) == 0.0 and pass_timing.told_seconds(0.5, other) == 0.5
+    _loop_passes_made(monkeypatch, [other])  # another model's passes: this one's first is still its first
     ids = repetitive_prompt(30)
     proposer = AdaptiveProposer(cost=CostCurve((0, 8, 64), (1.0, 1.0, 1.0)))
     gen = SpeculativeGenerator(model, proposer=proposer)
@@ -138,6 +135,7 @@ def test_the_process_first_loop_pass_teaches_the_cost_model_nothing(monkeypatch)
     assert first[0].verify_s > sum(seconds)  # the time itself still counted where the run's time is
     assert min(later[0].pass_seconds) > 0  # the process's first pass only, not each generate's
     assert proposer.cost.observed == first[0].passes - 1 + later[0].passes
+    assert pass_timing.told_seconds(0.5, tiny_model("llama")) == 0.0  # a model that made none: its first
 
 
 def test_the_first_pass_sets_the_level_so_a_curve_off_by_a_factor_learns_no_shape():
