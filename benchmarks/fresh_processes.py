@@ -5,12 +5,13 @@ import statistics
 import subprocess
 
 
-def run_fresh(command, repeats):
+def run_fresh(command, repeats, env=None):
     """The JSON object each of ``repeats`` runs of ``command`` (a ``python -m ... --once`` command line) prints as
-    its last line of output; a ``RuntimeError`` with the run's standard error where one fails."""
+    its last line of output, each run with the environment ``env`` (this process's where None); a ``RuntimeError``
+    with the run's standard error where one fails."""
     runs = []
     for _ in range(repeats):
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
         if done.returncode:
             raise RuntimeError(f"{' '.join(command)} failed (exit {done.returncode}):\n{done.stderr}")
         runs.append(json.loads(done.stdout.strip().splitlines()[-1]))

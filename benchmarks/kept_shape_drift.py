@@ -105,20 +105,14 @@ def main(argv=None):
         shared = shared_cache(cache_root(), folder)
         command = [sys.executable, "-m", "benchmarks.kept_shape_drift", "--model", str(args.model), "--once",
                    "--suite", args.suite, "--prompts", str(args.prompts), "--new-tokens", str(args.new_tokens)]
+        env = {**os.environ, "DRAFTLESS_CACHE": str(shared)}  # the children's cache; this process's unmoved
         runs = []
-        before = os.environ.get("DRAFTLESS_CACHE")
-        os.environ["DRAFTLESS_CACHE"] = str(shared)  # the children's cache (run_fresh passes the environment on)
         try:
             for i in range(args.processes):
-                runs += run_fresh(command + ["--index", str(i)], 1)
+                runs += run_fresh(command + ["--index", str(i)], 1, env=env)
         except RuntimeError as error:
             sys.stderr.write(f"{error}\n")
             parser.error(f"a process generating with {args.model} failed")
-        finally:
-            if before is None:
-                os.environ.pop("DRAFTLESS_CACHE")
-            else:
-                os.environ["DRAFTLESS_CACHE"] = before
     sys.stdout.write(table(args.model, runs))
     if args.json:
         with open(args.json, "w") as f:

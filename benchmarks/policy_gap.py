@@ -60,7 +60,7 @@ class CalibrationProbe(AdaptiveProposer):
         self._expected = None
         if self._pending is not None and self._resuming:  # the resumed copy, under its own acceptance model
             kind = ("resumed", "after a broken copy", "k <= 8" if draft.size <= 8 else "k > 8")
-            kind = ("generated",) + kind if self.by_origin else kind
+            kind = (ORIGINS[self._pending[1]],) + kind if self.by_origin else kind
             self._expected = (kind, float(self.resumed.expected(draft.size)[draft.size]))
         elif self._pending is not None:
             length, origin, copying, _ = self._pending

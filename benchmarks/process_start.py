@@ -19,8 +19,6 @@ which is less than ``calibrate``'s own time (``first_calibration``): the first p
 setup come with any process's first ``generate``.
 """
 
-FIRST = ("build the generator", "first generate")  # where a first calibration lands
-
 import argparse
 import json
 import os
@@ -30,6 +28,8 @@ import tempfile
 import time
 
 from .fresh_processes import median_table, run_fresh
+
+FIRST = ("build the generator", "first generate")  # where a first calibration lands
 
 PROMPT = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n"
 

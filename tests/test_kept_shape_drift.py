@@ -34,8 +34,8 @@ def test_main_runs_a_process_per_index_in_the_shared_cache_and_tables_the_kept_s
     monkeypatch.setenv("DRAFTLESS_CACHE", "before")
     seen = []
 
-    def fresh(command, repeats):
-        seen.append((command, os.environ["DRAFTLESS_CACHE"]))
+    def fresh(command, repeats, env=None):
+        seen.append((command, env["DRAFTLESS_CACHE"]))
         i = int(command[command.index("--index") + 1])
         return [{"prompt": f"p{i}", "passes": 3, "tokens_per_pass": 2.5, "ks": [0, 1, 2, 4, 8, 16, 32, 64],
                  "multiplier": [1.0, 1.0, 1.0 - 0.1 * i, 1.0, 1.0, 1.0, 1.0, 1.0], "evidence": []}] * repeats
