@@ -76,6 +76,27 @@ def test_planned_linears_install_on_every_planned_layer_and_add_biases():
         assert [m for m in model.modules() if "forward" in m.__dict__] == [head]
 
 
+def test_a_plain_unpadded_choice_is_nn_linears_own_call(monkeypatch):
+    # a shape planned at some row counts pays nothing at the others: nn.Linear's call, bit for bit, no product form
+    layer = torch.nn.Linear(24, 40)
+    plan = linear_plan.LinearPlan((0, 1, 4, 3, 4), (False, False, True, False, False), ((8, True), (16, False)))
+    calls = []
+    real = linear_plan._product
+    monkeypatch.setattr(linear_plan, "_product", lambda *a: calls.append(a[3]) or real(*a))
+    plans = linear_plan.LinearPlans(((tuple(layer.weight.shape), plan),))
+    with torch.no_grad():
+        for rows, departs in ((1, False), (2, True), (3, False), (4, False), (6, True), (12, False), (20, False)):
+            x = torch.randn(1, rows, 24)
+            expected = layer(x)
+            calls.clear()
+            with linear_plan.planned_linears(layer, plans):
+                out = layer(x)
+            assert out.shape == expected.shape
+            assert bool(calls) == departs, rows
+            if not departs:
+                assert torch.equal(out, expected), rows
+
+
 def test_planned_linears_are_restored_on_error_and_skip_a_replaced_forward():
     model = tiny_model("llama")
     head = model.get_output_embeddings()
