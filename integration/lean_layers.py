@@ -7,7 +7,10 @@ renaming wrapper and a kernel-hub wrapper on every layer and attention, an atten
 ``lean_layers(model)``, each decoder layer of a family this module knows (``LEAN_FORWARDS``: Llama's, Mistral's,
 Qwen2's, Qwen3's and Gemma 3's) runs its forward here (``llama_layer`` and the others): transformers' own
 operations, in their order, on the same tensors (each projection's own ``forward``, so planned linear layers stay
-planned), so its outputs are bit for bit the model's. SmolLM2's passes at k = 0, 1, 3 and 7 drafted tokens took
+planned), so its outputs are bit for bit the model's. Two things are left out that change no value: a cast to the
+tensor's own type (which returns it; fp32 norms call none), and Gemma 3's ``1.0 + weight.float()`` in each norm,
+computed once per installation (``gemma3_scales``): passes at k = 0-3 took 0.97-0.99x the time, summed over eight
+lengths 0.991x for both bundled models (session 59, a ``/tmp`` script, 20 interleaved rounds' medians). SmolLM2's passes at k = 0, 1, 3 and 7 drafted tokens took
 0.953x, 0.948x, 0.974x and 0.965x the time (session 46, median of 12 interleaved rounds), and side by side its
 code_edit decoded 1.043x as fast, its math, qa, rag and translation 1.027-1.053x; Gemma 3 270M's 1.027x and
 1.019-1.030x ("Lean decoder layers" in ``benchmarks/recorded/README.md``). Random models of Qwen2.5-0.5B's and
@@ -50,12 +53,14 @@ _HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_
 
 
 def _norm(norm, hidden_states):
-    """``LlamaRMSNorm.forward``'s operations (Mistral's, Qwen2's and Qwen3's RMS norms are the same)."""
+    """``LlamaRMSNorm.forward``'s operations (Mistral's, Qwen2's and Qwen3's RMS norms are the same); the casts
+    to and from float32, which return the tensor itself on a float32 one, called only where they convert."""
     input_dtype = hidden_states.dtype
-    hidden_states = hidden_states.to(torch.float32)
+    if input_dtype != torch.float32:
+        hidden_states = hidden_states.to(torch.float32)
     variance = hidden_states.pow(2).mean(-1, keepdim=True)
     hidden_states = hidden_states * torch.rsqrt(variance + norm.variance_epsilon)
-    return norm.weight * hidden_states.to(input_dtype)
+    return norm.weight * (hidden_states if input_dtype == torch.float32 else hidden_states.to(input_dtype))
 
 
 def _rotate_half(x):
@@ -151,32 +156,53 @@ def qwen3_layer(layer, hidden_states, attention_mask=None, position_ids=None, ca
                        position_embeddings, kwargs, head_norms=True)
 
 
-def _gemma3_norm(norm, x):
-    """``Gemma3RMSNorm.forward``'s operations."""
-    output = x.float()
+def _gemma3_norm(norm, x, scale=None):
+    """``Gemma3RMSNorm.forward``'s operations, its ``1.0 + weight.float()`` given as ``scale`` where computed
+    before (``gemma3_scales``), the casts called only where they convert (on a float32 tensor they return it)."""
+    output = x if x.dtype == torch.float32 else x.float()
     output = output * torch.rsqrt(output.pow(2).mean(-1, keepdim=True) + norm.eps)
-    output = output * (1.0 + norm.weight.float())
-    return output.type_as(x)
+    output = output * (1.0 + norm.weight.float() if scale is None else scale)
+    return output if output.dtype == x.dtype else output.type_as(x)
+
+
+def _gemma3_norms(layer):
+    """A Gemma 3 decoder layer's six RMS norms, in the order its forward applies them."""
+    attention = layer.self_attn
+    return (layer.input_layernorm, attention.q_norm, attention.k_norm, layer.post_attention_layernorm,
+            layer.pre_feedforward_layernorm, layer.post_feedforward_layernorm)
+
+
+@torch.no_grad()
+def gemma3_scales(layer):
+    """``1.0 + weight.float()`` of each of ``_gemma3_norms(layer)``: what each norm multiplies by, the same tensor
+    its forward computes on every call (computed once each time the lean layers are installed, so that weights
+    changed between two generations are read)."""
+    return tuple(1.0 + norm.weight.float() for norm in _gemma3_norms(layer))
 
 
 def gemma3_layer(layer, hidden_states, position_embeddings=None, attention_mask=None, position_ids=None, cache=None,
-                 **kwargs):
+                 norm_scales=None, **kwargs):
     """``Gemma3DecoderLayer.forward`` of ``layer`` (with its ``Gemma3Attention`` and ``Gemma3MLP``), operation for
     operation, each projection through its own ``forward``; the mask and rotary tables of the layer's type (sliding
-    or global) come from the model, as they come to transformers' layer."""
+    or global) come from the model, as they come to transformers' layer. ``norm_scales``: ``gemma3_scales(layer)``
+    where computed before (``lean_layers`` installs the forward with them)."""
     if cache is None:
         cache = kwargs.pop("past_key_values", None)
     attention = layer.self_attn
     kwargs = {"position_ids": position_ids, **kwargs}
+    norms = _gemma3_norms(layer)
+    scales = (None,) * len(norms) if norm_scales is None else norm_scales
+
+    def normed(i, x):  # the i-th of the layer's norms (``_gemma3_norms``' order)
+        return _gemma3_norm(norms[i], x, scales[i])
+
     residual = hidden_states
-    query, key, value = _projected(attention, _gemma3_norm(layer.input_layernorm, hidden_states))
-    query, key = _rotated(_gemma3_norm(attention.q_norm, query), _gemma3_norm(attention.k_norm, key),
-                          position_embeddings)
+    query, key, value = _projected(attention, normed(0, hidden_states))
+    query, key = _rotated(normed(1, query), normed(2, key), position_embeddings)
     output = _attended(attention, query, key, value, attention_mask, cache, gemma3_eager, kwargs,
                        sliding_window=attention.sliding_window)
-    hidden_states = residual + _gemma3_norm(layer.post_attention_layernorm, attention.o_proj.forward(output))
-    mlp_out = _mlp(layer.mlp, _gemma3_norm(layer.pre_feedforward_layernorm, hidden_states))
-    return hidden_states + _gemma3_norm(layer.post_feedforward_layernorm, mlp_out)
+    hidden_states = residual + normed(3, attention.o_proj.forward(output))
+    return hidden_states + normed(5, _mlp(layer.mlp, normed(4, hidden_states)))
 
 
 # the decoder layer classes this module runs lean, each by the name of its forward here (looked up when installed)
@@ -266,7 +292,8 @@ class _installed:
 
     def __enter__(self):
         for layer in self.layers:
-            layer.forward = functools.partial(globals()[LEAN_FORWARDS[type(layer)]], layer)
+            extra = {"norm_scales": gemma3_scales(layer)} if type(layer) is Gemma3DecoderLayer else {}
+            layer.forward = functools.partial(globals()[LEAN_FORWARDS[type(layer)]], layer, **extra)
         return self
 
     def __exit__(self, *exc):

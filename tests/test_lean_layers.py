@@ -70,6 +70,24 @@ def test_llama_with_biases_and_a_gelu_gives_its_own_logits_bit_for_bit(cache_dir
     assert all(torch.equal(a, b) for a, b in zip(own, lean))
 
 
+def test_gemma3_norm_scales_follow_weights_changed_between_two_generations(cache_dir):
+    # each norm's 1 + weight is computed when the lean layers are installed, not once for the model's life
+    model = tiny_model("gemma3")
+    ids, cuts = repetitive_prompt(30, seed=4), [12, 13, 17, 30]
+    assert verified(model)
+    with lean_layers.lean_layers(model):
+        before = logits_of_passes(model, ids, cuts)
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.post_feedforward_layernorm.weight.add_(0.5)
+            layer.self_attn.q_norm.weight.mul_(-1.0)
+    own = logits_of_passes(model, ids, cuts)
+    with lean_layers.lean_layers(model):
+        lean = logits_of_passes(model, ids, cuts)
+    assert not torch.equal(before[-1], own[-1])
+    assert all(torch.equal(a, b) for a, b in zip(own, lean))
+
+
 @pytest.mark.parametrize("kind, forward", [("llama", llama_layer), ("gemma3", gemma3_layer),
                                            ("mistral", mistral_layer), ("qwen2", qwen2_layer), ("qwen3", qwen3_layer)])
 @pytest.mark.parametrize("proposer", [NullProposer, "oracle"])
