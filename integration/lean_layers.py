@@ -2,21 +2,20 @@
 
 A verification pass through a small model on a CPU spends much of its time between its products: SmolLM2-135M's
 1-row pass took about 34 ms on a 2-core Xeon, its linear layers 11 ms of it, the rest some forty small operations a
-layer and the Python around them (``nn.Module.__call__`` for every norm, projection and activation, a kwarg
-renaming wrapper and a kernel-hub wrapper on every layer and attention, an attention-function lookup). Within
+layer and the Python around them (``nn.Module.__call__`` for every norm, projection and activation, a kwarg renaming
+wrapper and a kernel-hub wrapper on every layer and attention, an attention-function lookup). Within
 ``lean_layers(model)``, each decoder layer of a family this module knows (``LEAN_FORWARDS``: Llama's, Mistral's,
 Qwen2's, Qwen3's and Gemma 3's) runs its forward here (``llama_layer`` and the others): transformers' own
 operations, in their order, on the same tensors (each projection's own ``forward``, so planned linear layers stay
-planned), so its outputs are bit for bit the model's. Two things are left out that change no value: a cast to the
-tensor's own type (which returns it; fp32 norms call none), and Gemma 3's ``1.0 + weight.float()`` in each norm,
-computed once per installation (``gemma3_scales``): passes at k = 0-3 took 0.97-0.99x the time, summed over eight
-lengths 0.991x for both bundled models (session 59, a ``/tmp`` script, 20 interleaved rounds' medians). SmolLM2's passes at k = 0, 1, 3 and 7 drafted tokens took
-0.953x, 0.948x, 0.974x and 0.965x the time (session 46, median of 12 interleaved rounds), and side by side its
-code_edit decoded 1.043x as fast, its math, qa, rag and translation 1.027-1.053x; Gemma 3 270M's 1.027x and
-1.019-1.030x ("Lean decoder layers" in ``benchmarks/recorded/README.md``). Random models of Qwen2.5-0.5B's and
-Qwen3-0.6B's shapes (larger layers, the same plumbing) passed at k = 0, 3, 7 and 15 in 0.977x, 0.993x, 0.983x and
-0.994x, and 0.971x, 0.980x, 0.981x and 0.976x the time (session 47, ``python -m benchmarks.lean_passes --shape
-qwen2-0.5b``).
+planned), so its outputs are bit for bit the model's. Left out, as they change no value: casts of a tensor to its
+own type, and Gemma 3's ``1.0 + weight.float()`` on every call of a norm (``gemma3_scales``, once per installation;
+session 59: passes summed over eight lengths 0.991x the time for both bundled models). SmolLM2's passes at k = 0, 1,
+3 and 7 drafted tokens took 0.953x, 0.948x, 0.974x and 0.965x the time (session 46, median of 12 interleaved
+rounds), and side by side its code_edit decoded 1.043x as fast, its math, qa, rag and translation 1.027-1.053x;
+Gemma 3 270M's 1.027x and 1.019-1.030x ("Lean decoder layers" in ``benchmarks/recorded/README.md``). Random models
+of Qwen2.5-0.5B's and Qwen3-0.6B's shapes (larger layers, the same plumbing) passed at k = 0, 3, 7 and 15 in 0.977x,
+0.993x, 0.983x and 0.994x, and 0.971x, 0.980x, 0.981x and 0.976x the time (session 47, ``python -m
+benchmarks.lean_passes --shape qwen2-0.5b``).
 
 It is installed only where that holds here: on the CPU, for layers in eval mode with no hooks on them or their
 parts and no forward replaced by anyone but the linear plans, once a prefill and a pass of the model gave bit for
