@@ -10,15 +10,6 @@ from draftless.integration import linear_plan
 from tiny_models import tiny_model
 
 
-@pytest.fixture
-def cache_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("DRAFTLESS_CACHE", str(tmp_path))
-    from draftless.integration import calibration
-    calibration._MEMO.clear()
-    yield tmp_path
-    calibration._MEMO.clear()
-
-
 needs_prepacking = pytest.mark.skipif(not plan_passes.prepacked_supported(), reason="no oneDNN in this torch build")
 
 
@@ -50,7 +41,7 @@ def test_prepacked_linears_compute_the_layers_products_from_their_row_count_and_
 
 
 @needs_prepacking
-def test_the_tool_times_every_variant_at_every_length(cache_dir, tmp_path, capsys):
+def test_the_tool_times_every_variant_at_every_length(cache_dir):
     rows = plan_passes.measure(tiny_model("qwen2"), ks=[0, 9], repeats=1, prepacked_from=4)
     assert [r["k"] for r in rows] == [0, 9]
     assert all(r[f"{v}_ms"] > 0 for r in rows for v in plan_passes.VARIANTS)
