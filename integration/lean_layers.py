@@ -155,12 +155,12 @@ def qwen3_layer(layer, hidden_states, attention_mask=None, position_ids=None, ca
                        position_embeddings, kwargs, head_norms=True)
 
 
-def _gemma3_norm(norm, x, scale=None):
-    """``Gemma3RMSNorm.forward``'s operations, its ``1.0 + weight.float()`` given as ``scale`` where computed
-    before (``gemma3_scales``), the casts called only where they convert (on a float32 tensor they return it)."""
+def _gemma3_norm(norm, x, scale):
+    """``Gemma3RMSNorm.forward``'s operations, its ``1.0 + weight.float()`` given as ``scale`` (``gemma3_scales``),
+    the casts called only where they convert (on a float32 tensor they return it)."""
     output = x if x.dtype == torch.float32 else x.float()
     output = output * torch.rsqrt(output.pow(2).mean(-1, keepdim=True) + norm.eps)
-    output = output * (1.0 + norm.weight.float() if scale is None else scale)
+    output = output * scale
     return output if output.dtype == x.dtype else output.type_as(x)
 
 
@@ -171,7 +171,6 @@ def _gemma3_norms(layer):
             layer.pre_feedforward_layernorm, layer.post_feedforward_layernorm)
 
 
-@torch.no_grad()
 def gemma3_scales(layer):
     """``1.0 + weight.float()`` of each of ``_gemma3_norms(layer)``: what each norm multiplies by, the same tensor
     its forward computes on every call (computed once each time the lean layers are installed, so that weights
@@ -183,14 +182,14 @@ def gemma3_layer(layer, hidden_states, position_embeddings=None, attention_mask=
                  norm_scales=None, **kwargs):
     """``Gemma3DecoderLayer.forward`` of ``layer`` (with its ``Gemma3Attention`` and ``Gemma3MLP``), operation for
     operation, each projection through its own ``forward``; the mask and rotary tables of the layer's type (sliding
-    or global) come from the model, as they come to transformers' layer. ``norm_scales``: ``gemma3_scales(layer)``
-    where computed before (``lean_layers`` installs the forward with them)."""
+    or global) come from the model, as they come to transformers' layer. ``norm_scales``: ``gemma3_scales(layer)``,
+    computed here where not given (``lean_layers`` installs the forward with them)."""
     if cache is None:
         cache = kwargs.pop("past_key_values", None)
     attention = layer.self_attn
     kwargs = {"position_ids": position_ids, **kwargs}
     norms = _gemma3_norms(layer)
-    scales = (None,) * len(norms) if norm_scales is None else norm_scales
+    scales = gemma3_scales(layer) if norm_scales is None else norm_scales
 
     def normed(i, x):  # the i-th of the layer's norms (``_gemma3_norms``' order)
         return _gemma3_norm(norms[i], x, scales[i])
