@@ -118,18 +118,30 @@ def sample_accept(logits, draft, prefix_ids, processors, draws):
     token, distributed as p_i with ``draft[i]`` removed and renormalised, replaces it and the pass stops.
     After a fully accepted draft the bonus token is drawn from p_{k+1} alike. The tokens are then distributed
     exactly as plain sampling from the target, and each one is the token a plain step at its position would
-    have drawn.
+    have drawn. ``logits`` may be a screened pass's rows (``screened_sampling.ScreenedRows``): each row then
+    over its candidates alone, every other token of probability 0, and no scores returned.
     """
     k = draft.shape[0]
     start = prefix_ids.shape[1]
     rows = []
+    screened = hasattr(logits, "row")  # ``screened_sampling.ScreenedRows``: rows over their candidates alone
     for i in range(k + 1):
         seq = torch.cat([prefix_ids, draft[:i].view(1, -1)], dim=1) if i else prefix_ids
-        scores = processors(seq, logits[i: i + 1].clone()) if len(processors) else logits[i: i + 1]
+        row, ids = logits.row(i) if screened else (logits[i: i + 1], None)
+        scores = processors(seq, row.clone()) if len(processors) else row
         rows.append(scores[0])
         probs, u = torch.softmax(scores[0], dim=-1), draws.uniform(start + i)
-        if i < k and is_drawn(probs, int(draft[i]), u):
+        at = int(draft[i]) if i < k and ids is None else _index_of(ids, draft[i]) if i < k else None
+        if at is not None and is_drawn(probs, at, u):
             continue
         token = draw_token(probs, u)  # at a rejected draft token, the token drawn instead
-        return i, torch.cat([draft[:i], draft.new_tensor([token])]), torch.stack(rows)
+        token = token if ids is None else int(ids[token])
+        return i, torch.cat([draft[:i], draft.new_tensor([token])]), None if screened else torch.stack(rows)
     raise RuntimeError("unreachable: the loop returns at i == k")  # pragma: no cover
+
+
+def _index_of(ids, token):
+    """The position of ``token`` in ``ids`` (increasing token ids), or None where it is not there: a token the
+    screen left out has probability 0."""
+    at = int(torch.searchsorted(ids, token.view(1).to(ids.dtype)))
+    return at if at < ids.shape[0] and int(ids[at]) == int(token) else None

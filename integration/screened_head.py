@@ -40,6 +40,7 @@ from .screen_bound import SLACK_RATE, slack_base, weight_norms
 from .screen_bound import error_bound  # noqa: F401 (importable from here)
 from .screen_candidates import candidates
 from .screen_product import FORMS, ROWS_MAJOR, faster_form, screen_scores
+from .screened_sampling import ScreenedRows, screened_top_k
 from .staged_head import returned_as_logits
 
 # a greedy pass over this many rows or more is screened: every pass. 9 on session 37's host (2-core AMD EPYC with
@@ -117,6 +118,7 @@ class ScreenedHead:
         self.choices = None  # the latest screened pass's token per row (up to a certain rejection: ``argmax``)
         self._seen = None
         self._timing = False
+        self._top_k = None
         self._version = (weight.data_ptr(), weight._version)
 
     @classmethod
@@ -180,24 +182,29 @@ class ScreenedHead:
         return self.supported
 
     @contextlib.contextmanager
-    def choosing(self, timing=False, draft=None):
+    def choosing(self, timing=False, draft=None, top_k=None):
         """Within the block, the output layer returns its input (the hidden rows) and leaves each row's token in
-        ``choices`` (``argmax``, ``timing`` and ``draft`` as it takes them). Its own forward (a planned product,
-        or none) is restored after."""
+        ``choices`` (``argmax``, ``timing`` and ``draft`` as it takes them); with ``top_k`` (a sampled pass whose
+        processors cut each row to its top k: ``screened_sampling``), the rows as ``ScreenedRows`` instead. Its own
+        forward (a planned product, or none) is restored after."""
         before = self.head.__dict__.get("forward")
         self.head.forward = self._forward
-        self._timing, self._draft = timing, draft
+        self._timing, self._draft, self._top_k = timing, draft, top_k
         try:
             yield
         finally:
-            self._timing, self._draft = False, None
+            self._timing, self._draft, self._top_k = False, None, None
             if before is None:
                 del self.head.forward
             else:
                 self.head.forward = before
 
     def _forward(self, hidden):
-        self.choices = self.argmax(hidden.reshape(-1, hidden.shape[-1]), self._timing, self._draft)
+        rows = hidden.reshape(-1, hidden.shape[-1])
+        if self._top_k is not None:
+            self.choices = ScreenedRows(self, rows, self._top_k)
+        else:
+            self.choices = self.argmax(rows, self._timing, self._draft)
         return hidden
 
     def argmax(self, rows, timing=False, draft=None):
@@ -232,6 +239,20 @@ class ScreenedHead:
         best = torch.full((q,), -float("inf")).scatter_reduce(0, at, exact, "amax")
         won = exact == best[at]
         return choices.scatter_reduce(0, at[won], token[won], "amin")
+
+
+def screen_for_run(model, plan, staging, enabled=True):
+    """``(screen, top_k)`` for a run planned as ``plan`` (``generation_plan``): ``model``'s ``ScreenedHead`` where
+    the run needs only each row's argmax (greedy, no logits processors) or, sampled, only each row's top k tokens
+    (``screened_top_k``), returns no scores or logits, does not stage the output layer (``staging`` None) and
+    ``enabled`` (``AdaptiveConfig.screened_head``); else ``(None, None)``. ``top_k`` is a sampled run's cut, None
+    for a greedy run."""
+    top_k = screened_top_k(plan.processors) if plan.do_sample else None
+    if ((top_k is None if plan.do_sample else len(plan.processors)) or plan.output_scores or plan.output_logits
+            or staging is not None or not enabled):
+        return None, None
+    screen = ScreenedHead.for_model(model)
+    return screen, (top_k if screen is not None else None)
 
 
 def cut_after_certain_rejection(at, token, draft, best, choices, flat):

@@ -38,7 +38,7 @@ from .proposer_output import may_stage, proposed_draft, staged_rows
 from .request_starts import request_start
 from . import kv_cache
 from .generation_plan import UnsupportedGeneration, embedding_rows, plan_generation, positions_left
-from .screened_head import ScreenedHead
+from .screened_head import screen_for_run
 from .staged_head import StagedHead, accept_in_stages
 from .generation_stats import StatsRecorder
 from .stop_strings import first_stop
@@ -157,7 +157,9 @@ class SpeculativeGenerator:
         """The prefill, then propose -> verify -> accept -> update until a stop; ``generate``'s return value."""
         prompt_len = ids.shape[1]
         # the cache never holds more than max_length - 1 positions: a draft is capped by the budget
-        verifier = Verifier(self.model, plan, plan.max_length, staging, self._screen_for(plan, staging))
+        screen, top_k = screen_for_run(self.model, plan, staging,
+                                       getattr(getattr(self.proposer, "config", None), "screened_head", True))
+        verifier = Verifier(self.model, plan, plan.max_length, staging, screen, top_k)
         rec = StatsRecorder()
         scores, raw = [], []
         if plan.streamer is not None:
@@ -192,7 +194,9 @@ class SpeculativeGenerator:
                 screened = verifier.screens(draft.shape[0] + 1)
                 logits = verifier.forward(ids[0, -1], draft, first_rows)
                 head_rows = None
-                if screened:  # the target's token per row, chosen through the screened output layer
+                if screened and plan.do_sample:  # each row over its candidates (``screened_sampling``)
+                    n, tokens, chosen = accept(logits, draft, ids, plan.processors)
+                elif screened:  # the target's token per row, chosen through the screened output layer
                     n, tokens, chosen = accept_choices(logits, draft)
                 elif first_rows is None:
                     n, tokens, chosen = accept(logits, draft, ids, plan.processors)
@@ -227,15 +231,6 @@ class SpeculativeGenerator:
         return GenerateDecoderOnlyOutput(
             sequences=ids, scores=tuple(scores) if plan.output_scores else None,
             logits=tuple(raw) if plan.output_logits else None, cache=verifier.cache)
-
-    def _screen_for(self, plan, staging):
-        """The model's ``ScreenedHead`` where this run needs only each row's argmax (greedy, no logits processors,
-        no scores or logits returned, the output layer not staged) and the proposer's config does not turn it off
-        (``AdaptiveConfig.screened_head``), else None."""
-        if (plan.do_sample or len(plan.processors) or plan.output_scores or plan.output_logits
-                or staging is not None or not getattr(getattr(self.proposer, "config", None), "screened_head", True)):
-            return None
-        return ScreenedHead.for_model(self.model)
 
     def _use_tokenizer_texts(self, tokenizer):
         """Give the adaptive proposer the tokens' texts (``token_text``) the first time a tokenizer is known, so

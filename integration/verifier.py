@@ -16,10 +16,11 @@ class Verifier:
     (cumulative sum of the mask).
     """
 
-    def __init__(self, model, plan, max_positions, staging=None, screen=None):
+    def __init__(self, model, plan, max_positions, staging=None, screen=None, top_k=None):
         self.model = model
         self.staging = staging  # a ``StagedHead`` whose hooks are installed, or None: never staged
-        self.screen = screen  # a ``ScreenedHead`` for this greedy run, or None: never screened
+        self.screen = screen  # a ``ScreenedHead`` for this run, or None: never screened
+        self.top_k = top_k  # a sampled run's top-k cut, its passes screened to it (``screened_sampling``); greedy: None
         self.cache_arg = plan.cache_arg
         self.cache = plan.cache if plan.cache is not None else kv_cache.new_cache(model, max_positions)
         kv_cache.check_rollback(self.cache, max_positions)
@@ -76,10 +77,11 @@ class Verifier:
         """Logits (1 + len(draft), vocab): row i scores the token after ``[last_token] + draft[:i]``; with
         ``first_rows`` (where ``stages``), those rows only, the others then from ``rest``; where ``screens``,
         the target's token per row instead (1-D long; after the first row where the draft certainly fails, not
-        the target's: ``ScreenedHead.argmax``)."""
+        the target's: ``ScreenedHead.argmax``), or in a sampled run the rows over their candidates
+        (``screened_sampling.ScreenedRows``)."""
         ids = torch.cat([last_token.view(1, 1), draft.view(1, -1)], dim=1)
         if self.screens(ids.shape[1]):
-            with self.screen.choosing(draft=draft):
+            with self.screen.choosing(draft=None if self.top_k else draft, top_k=self.top_k):
                 self._run(ids, ids.shape[1])
             return self.screen.choices
         if first_rows is None:

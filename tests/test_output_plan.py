@@ -1,6 +1,6 @@
 """The output layer's linear plan, kept apart where a screen may serve the model (``calibration.OUTPUT_PLAN_KIND``):
 measured only for a run that multiplies by the output layer in fp32, never for a greedy run that screens every
-pass. Tiny models are under ``screened_head.MIN_WEIGHTS``, so the screen is forced here as a host with native
+pass nor for a sampled one whose top-k cut the screen serves. Tiny models are under ``screened_head.MIN_WEIGHTS``, so the screen is forced here as a host with native
 bfloat16 would serve Gemma 3 270M."""
 
 import pytest
@@ -55,16 +55,25 @@ def test_a_greedy_run_never_measures_the_output_layers_plan(screening_host, cach
     assert not calibration.cache_file(model, calibration.OUTPUT_PLAN_KIND).exists()
 
 
+def test_a_sampled_run_with_a_top_k_cut_never_measures_it(screening_host, cache_dir):
+    model = tiny_model("llama")
+    calibration.calibrate(model)
+    ids = repetitive_prompt(30, seed=3)
+    SpeculativeGenerator(model).generate(ids, max_new_tokens=16, eos_token_id=None, do_sample=True, seed=7, top_k=20)
+    assert len(screening_host) == 1  # every pass screened to the cut (``screened_sampling``)
+    assert not calibration.cache_file(model, calibration.OUTPUT_PLAN_KIND).exists()
+
+
 def test_a_sampled_run_measures_it_once_on_first_use(screening_host, cache_dir):
     model = tiny_model("llama")
     calibration.calibrate(model)
     gen = SpeculativeGenerator(model)
-    ids = repetitive_prompt(30, seed=3)
-    first = gen.generate(ids, max_new_tokens=16, eos_token_id=None, do_sample=True, seed=7)
+    ids = repetitive_prompt(30, seed=3)  # no top-k cut: every token may be drawn, the layer multiplied in fp32
+    first = gen.generate(ids, max_new_tokens=16, eos_token_id=None, do_sample=True, seed=7, top_k=0)
     assert screening_host[1:] == [[output_shape(model)]]  # the output layer's shape alone
     assert calibration.cache_file(model, calibration.OUTPUT_PLAN_KIND).exists()
     assert calibration.calibrated(model, output_layer=True)
-    again = gen.generate(ids, max_new_tokens=16, eos_token_id=None, do_sample=True, seed=7)
+    again = gen.generate(ids, max_new_tokens=16, eos_token_id=None, do_sample=True, seed=7, top_k=0)
     assert torch.equal(first, again) and len(screening_host) == 2  # read from the cache, the same text
     plans = calibration.cached_linear_plans(model)
     body = calibration.cached_linear_plans(model, output_layer=False)
