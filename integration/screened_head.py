@@ -24,7 +24,9 @@ cannot be the fp32 argmax: the choice is the fp32 argmax, only the rounding of i
 order (as the planned forms' are, ``linear_plan``). Replacing the module's forward, the model's call returns the
 hidden rows in place of logits; the loop reads ``choices``. Served only where the model returns its output
 layer's product unchanged as the logits (checked at the prefill) and keeps a bfloat16 copy of the weight
-(Gemma 3 270M: 335 MB beside the 1.07 GB model).
+(Gemma 3 270M: 335 MB beside the 1.07 GB model). A sampled run whose processors cut each row to its top k
+tokens is screened too: its rows are then fp32 logits over the tokens that can survive the cut
+(``screened_sampling``); ``screen_for_run`` says which runs are screened.
 """
 
 import contextlib
