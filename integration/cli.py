@@ -89,8 +89,7 @@ def _generate(args, parser):
     except (OSError, UnicodeDecodeError) as err:
         parser.error(f"--reference: {err}")
     model, tokenizer = _load(args, parser)
-    # a sampled run multiplies by the output layer in fp32: its plan measured now, with the rest
-    _calibrate_once(model, output_layer=bool(_sampling(args)) or bool(model.generation_config.do_sample))
+    _calibrate_once(model, output_layer=_multiplies_output_layer(model, args))
     corpus = None
     if references:
         from draftless.lookup import ReferenceCorpus
@@ -124,6 +123,20 @@ def _sampling(args):
     return {"do_sample": True, "temperature": 1.0 if args.temperature is None else args.temperature,
             "top_p": 1.0 if args.top_p is None else args.top_p, "top_k": 0 if args.top_k is None else args.top_k,
             "seed": args.seed}
+
+
+def _multiplies_output_layer(model, args):
+    """Whether the command's run multiplies by the output layer in fp32, so that its plan is measured up front with
+    the rest: a sampled run, unless a screen serves its top-k cut (``screened_sampling``)."""
+    from .screened_head import ScreenedHead
+    from .screened_sampling import MAX_TOP_K
+
+    config = model.generation_config
+    sampling = _sampling(args)
+    if not sampling and not config.do_sample:
+        return False  # greedy: screened where a screen may serve, else its plan read on first use
+    top_k = sampling["top_k"] if sampling else config.top_k
+    return not (ScreenedHead.may_serve(model) and top_k is not None and 0 < top_k <= MAX_TOP_K)
 
 
 def _check_sampling(args, parser):

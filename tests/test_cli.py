@@ -115,3 +115,22 @@ def test_cli_chat_prompt_has_the_templates_special_tokens_once(tmp_path, monkeyp
                                        return_dict=True)["input_ids"]
     assert seen[0][0].tolist() == list(expected)
     assert seen[0][0].tolist().count(tok.bos_token_id) == 1
+
+
+@pytest.mark.parametrize("options, may_serve, expected", [
+    ({}, True, False),  # greedy
+    ({"temperature": 0.7}, True, True),  # the command's sampling keeps every token unless --top-k is given
+    ({"temperature": 0.7, "top_k": 40}, True, False),  # a cut the screen serves (``screened_sampling``)
+    ({"top_k": 40, "top_p": 0.9}, False, True),  # no screen on this model or host
+    ({"top_k": 5000}, True, True),  # a cut too wide to screen
+])
+def test_generate_measures_the_output_layers_plan_up_front_only_where_its_run_multiplies_by_it(
+        options, may_serve, expected, monkeypatch):
+    import argparse
+
+    from draftless.integration import cli
+    from draftless.integration.screened_head import ScreenedHead
+
+    monkeypatch.setattr(ScreenedHead, "may_serve", staticmethod(lambda model, min_weights=None: may_serve))
+    args = argparse.Namespace(**{"temperature": None, "top_p": None, "top_k": None, "seed": None, **options})
+    assert cli._multiplies_output_layer(tiny_model("llama"), args) is expected
