@@ -108,7 +108,7 @@ class ScreenedRows:
         of its best score that hold ``top_k`` of them (``_top_listed``) give its k-th highest score ``S_k``; the
         candidates are then every token scored at or above the lowest score whose bound reaches
         ``L`` (see the module doc), which the tokens found already hold or a last pass finds."""
-        row = self.low[i: i + 1]
+        row = self.low[i: i + 1].contiguous()  # once: a row of the weight-major product's scores lies strided
         listed = self._top_listed(row)
         if listed is None:
             return None  # a flat row: thousands of tokens as high as its k-th

@@ -134,7 +134,9 @@ class AdaptiveConfig:
     # ``integration/screened_head.py``) where the loop serves it (a CPU with bfloat16 dot products, an output layer
     # of at least 64M weights). On: Gemma 3 270M's code_edit decoded 3-20 % faster in six runs side by side (each
     # prompt both ways), outputs identical
-    # ("The output layer screened in bfloat16" in ``benchmarks/recorded/README.md``)
+    # ("The output layer screened in bfloat16" in ``benchmarks/recorded/README.md``). A sampled pass whose processors
+    # cut each row to its top k tokens (transformers' default, k = 50) is screened too: the tokens that can survive
+    # the cut scored in fp32 (``integration/screened_sampling.py``; "Sampled runs through the screen")
     screened_head: bool = True
     # a request's first draft chosen under what earlier requests' first drafts showed (``request_start``; the
     # integration layer shares them per model and config in a process), each earlier outcome weighing this much
