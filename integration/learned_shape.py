@@ -27,8 +27,10 @@ from .calibration import cache_file, calibration_key
 logger = logging.getLogger(__name__)
 
 # bumped when what the multipliers mean changes, so that shapes learned the old way are dropped: 2 since session 58,
-# the shapes kept before learned from each process's first pass (``pass_timing.told_seconds``) and drifted low
-SHAPE_VERSION = 2
+# the shapes kept before learned from each process's first pass (``pass_timing.told_seconds``) and drifted low; 3
+# since session 60, those kept before learned from sampled runs and unscreened passes too
+# (``screened_head.timed_like_calibration``), which priced short drafts low
+SHAPE_VERSION = 3
 
 
 def shape_path(model, curve):

@@ -38,7 +38,7 @@ from .proposer_output import may_stage, proposed_draft, staged_rows
 from .request_starts import request_start
 from . import kv_cache
 from .generation_plan import UnsupportedGeneration, embedding_rows, plan_generation, positions_left
-from .screened_head import screen_for_run
+from .screened_head import screen_for_run, timed_like_calibration
 from .staged_head import StagedHead, accept_in_stages
 from .generation_stats import StatsRecorder
 from .stop_strings import first_stop
@@ -150,16 +150,25 @@ class SpeculativeGenerator:
         lean_verified(self.model)  # checked (once a model) before any hook of the loop's is on the model
         # the output layer in two stages where the proposer asks for it (``staged_head``), checked at the prefill
         staging = StagedHead(self.model) if may_stage(self.proposer) else None
-        with staging.installed() if staging is not None else contextlib.nullcontext():
-            return self._run_loop(plan, ids, accept, staging, t_start)
+        screen = screen_for_run(self.model, plan, staging,
+                                getattr(getattr(self.proposer, "config", None), "screened_head", True))
+        # a run whose passes the calibration does not time alike (sampled, or its output layer not screened where
+        # the calibration's is) learns their costs for itself alone: the cost model is left as it was after it
+        cost = getattr(self.proposer, "cost", None)
+        saved = None if timed_like_calibration(self.model, plan, screen[0]) or not hasattr(cost, "snapshot") \
+            else cost.snapshot()
+        try:
+            with staging.installed() if staging is not None else contextlib.nullcontext():
+                return self._run_loop(plan, ids, accept, staging, screen, t_start, saved is None)
+        finally:
+            if saved is not None:
+                cost.restore(saved)
 
-    def _run_loop(self, plan, ids, accept, staging, t_start):
+    def _run_loop(self, plan, ids, accept, staging, screen, t_start, keep_shape):
         """The prefill, then propose -> verify -> accept -> update until a stop; ``generate``'s return value."""
         prompt_len = ids.shape[1]
         # the cache never holds more than max_length - 1 positions: a draft is capped by the budget
-        screen, top_k = screen_for_run(self.model, plan, staging,
-                                       getattr(getattr(self.proposer, "config", None), "screened_head", True))
-        verifier = Verifier(self.model, plan, plan.max_length, staging, screen, top_k)
+        verifier = Verifier(self.model, plan, plan.max_length, staging, *screen)
         rec = StatsRecorder()
         scores, raw = [], []
         if plan.streamer is not None:
@@ -225,7 +234,8 @@ class SpeculativeGenerator:
             self.corpus.add(ids[0, prompt_len:].cpu().numpy())
         self.last_stats = rec.freeze(ids.shape[1] - prompt_len, time.perf_counter() - t_start)
         self._check_stale_curve()
-        self._keep_learned_shape()
+        if keep_shape:
+            self._keep_learned_shape()
         if not plan.return_dict:
             return ids
         return GenerateDecoderOnlyOutput(

@@ -99,6 +99,18 @@ class OnlineCost:
             self._effective = self.log_shape.copy()
             self._effective[top + 1:] += (1.0 - trust[top + 1:]) * self.log_shape[top]
 
+    def snapshot(self):
+        """What the passes observed so far taught (the scale, the learned shape and its evidence), copied: for
+        ``restore`` after passes that should teach nothing beyond their own run."""
+        return (self.scale, self.observed, self.log_shape.copy(), self.evidence.copy())
+
+    def restore(self, snapshot):
+        """Back to what ``snapshot`` (an earlier ``snapshot()`` of this model) held."""
+        scale, observed, log_shape, evidence = snapshot
+        self.scale, self.observed = scale, observed
+        self.log_shape, self.evidence = checked_log_shape(log_shape, self.curve), checked_evidence(evidence, self.curve)
+        self._refresh()
+
     def knot_trust(self):
         """How far each knot's learning has come from where it started: 1 - (1 - shape_rate) ** evidence (0 for a
         knot no pass moved, near 1 once many have)."""

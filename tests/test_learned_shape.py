@@ -107,3 +107,34 @@ def test_a_cache_that_cannot_be_written_loses_the_shape_with_one_warning(cache_d
         gen = _generate(model)
         gen.generate(repetitive_prompt(30), max_new_tokens=10, eos_token_id=None)
     assert caplog.text.count("cannot be kept on disk") == 1
+
+
+def test_runs_timed_unlike_the_calibration_teach_nothing_beyond_themselves(cache_dir, monkeypatch):
+    """Sampled passes, and greedy ones whose output layer is not screened where the calibration's is, cost otherwise
+    than the passes the curve is timed over: such a run learns from them (its stats say so) but leaves the shape
+    kept on disk and the generator's cost model as they were."""
+    from draftless.integration.screened_head import ScreenedHead
+
+    model = tiny_model("llama")
+    gen = _generate(model)
+    path = shape_path(model, gen.proposer.cost.curve)
+    kept, before = path.read_text(), gen.proposer.cost.snapshot()
+
+    def unchanged():
+        after = gen.proposer.cost.snapshot()
+        return path.read_text() == kept and before[:2] == after[:2] and all(
+            np.array_equal(a, b) for a, b in zip(before[2:], after[2:]))
+
+    ids = repetitive_prompt(30)
+    gen.generate(ids, max_new_tokens=40, eos_token_id=None, do_sample=True, seed=1, top_k=20)
+    assert gen.last_stats.passes > 0 and unchanged()
+    may_serve = ScreenedHead.may_serve
+    monkeypatch.setattr(ScreenedHead, "may_serve", staticmethod(lambda model, min_weights=None: True))
+    off = SpeculativeGenerator(model, config=AdaptiveConfig(screened_head=False))  # a screening host, the screen off
+    off.generate(ids, max_new_tokens=40, eos_token_id=None)
+    assert path.read_text() == kept
+    gen.generate(ids, max_new_tokens=40, eos_token_id=None, repetition_penalty=1.2)  # processors: not screened
+    assert unchanged()
+    monkeypatch.setattr(ScreenedHead, "may_serve", may_serve)  # (undo() would drop this test's own cache dir too)
+    gen.generate(ids, max_new_tokens=40, eos_token_id=None)  # greedy as the calibration: learned and kept
+    assert not unchanged()
