@@ -131,9 +131,10 @@ def sample_accept(logits, draft, prefix_ids, processors, draws):
         scores = processors(seq, row.clone()) if len(processors) else row
         rows.append(scores[0])
         probs, u = torch.softmax(scores[0], dim=-1), draws.uniform(start + i)
-        at = int(draft[i]) if i < k and ids is None else _index_of(ids, draft[i]) if i < k else None
-        if at is not None and is_drawn(probs, at, u):
-            continue
+        if i < k:
+            at = int(draft[i]) if ids is None else _index_of(ids, draft[i])  # None: left out, probability 0
+            if at is not None and is_drawn(probs, at, u):
+                continue
         token = draw_token(probs, u)  # at a rejected draft token, the token drawn instead
         token = token if ids is None else int(ids[token])
         return i, torch.cat([draft[:i], draft.new_tensor([token])]), None if screened else torch.stack(rows)

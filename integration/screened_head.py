@@ -42,7 +42,7 @@ from .screen_bound import SLACK_RATE, slack_base, weight_norms
 from .screen_bound import error_bound  # noqa: F401 (importable from here)
 from .screen_candidates import candidates
 from .screen_product import FORMS, ROWS_MAJOR, faster_form, screen_scores
-from .screened_sampling import ScreenedRows, screened_top_k
+from .screened_sampling import FIRST_SLACK, ScreenedRows, screened_top_k
 from .staged_head import returned_as_logits
 
 # a greedy pass over this many rows or more is screened: every pass. 9 on session 37's host (2-core AMD EPYC with
@@ -121,6 +121,7 @@ class ScreenedHead:
         self._seen = None
         self._timing = False
         self._top_k = None
+        self.sampling_slack = FIRST_SLACK  # where the last sampled pass's rows found their top k (``ScreenedRows``)
         self._version = (weight.data_ptr(), weight._version)
 
     @classmethod
@@ -250,8 +251,8 @@ def screen_for_run(model, plan, staging, enabled=True):
     ``enabled`` (``AdaptiveConfig.screened_head``); else ``(None, None)``. ``top_k`` is a sampled run's cut, None
     for a greedy run."""
     top_k = screened_top_k(plan.processors) if plan.do_sample else None
-    if ((top_k is None if plan.do_sample else len(plan.processors)) or plan.output_scores or plan.output_logits
-            or staging is not None or not enabled):
+    whole_rows = top_k is None if plan.do_sample else len(plan.processors) > 0  # processors read every logit
+    if whole_rows or plan.output_scores or plan.output_logits or staging is not None or not enabled:
         return None, None
     screen = ScreenedHead.for_model(model)
     return screen, (top_k if screen is not None else None)
@@ -263,7 +264,8 @@ def timed_like_calibration(model, plan, screen):
     wherever the model's may be. A sampled pass also scores the rows it reads and its drafts are short, and an
     unscreened output layer on such a model costs a third to a half of a pass more: learned into the curve's shape
     kept across runs, such passes made Gemma 3 270M's greedy code_edit draft shorter (0.70 of the oracle against
-    0.77 with no shape kept; session 60, "Sampled runs through the screen")."""
+    0.77 with no shape kept; session 60, "Sampled runs taught the kept shape to price short drafts low" in
+    ``benchmarks/recorded/README.md``)."""
     return not plan.do_sample and (screen is not None or not ScreenedHead.may_serve(model))
 
 

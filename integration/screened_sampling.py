@@ -75,7 +75,7 @@ class ScreenedRows:
         if type(top_k) is not int or not 0 < top_k <= MAX_TOP_K:
             raise ValueError(f"top_k must be an int in [1, {MAX_TOP_K}], got {top_k!r}")
         self.screen = screen
-        self.slack = getattr(screen, "sampling_slack", FIRST_SLACK)  # where the last pass's rows found their top k
+        self.slack = screen.sampling_slack  # where the last pass's rows found their top k
         self.weight = screen.weight
         self.hidden = hidden  # (rows, features) fp32
         self.top_k = top_k

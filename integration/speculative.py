@@ -203,11 +203,9 @@ class SpeculativeGenerator:
                 screened = verifier.screens(draft.shape[0] + 1)
                 logits = verifier.forward(ids[0, -1], draft, first_rows)
                 head_rows = None
-                if screened and plan.do_sample:  # each row over its candidates (``screened_sampling``)
-                    n, tokens, chosen = accept(logits, draft, ids, plan.processors)
-                elif screened:  # the target's token per row, chosen through the screened output layer
+                if screened and not plan.do_sample:  # the target's token per row, chosen through the screen
                     n, tokens, chosen = accept_choices(logits, draft)
-                elif first_rows is None:
+                elif first_rows is None:  # logits, or a sampled screened pass's rows (``screened_sampling``)
                     n, tokens, chosen = accept(logits, draft, ids, plan.processors)
                 else:  # the rows after the first stage computed only where its draft tokens all held
                     n, tokens, chosen, logits, head_rows = accept_in_stages(accept, logits, verifier.rest, draft,
