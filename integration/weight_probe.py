@@ -13,6 +13,17 @@ from draftless.index.validation import check_positive_int
 # chose Gemma 3 270M's plans up to 30 % slower at 3-9 rows; 64 MiB in three rounds, passes as fast as its whole
 # 189 MB of MLP and 671 MB of output layer did)
 MIN_PROBE_BYTES = 64 << 20
+# where a shape's layers fill at most this share of the last-level cache, they stay in it while the race streams
+# them over and over: no probe makes them cold, and timing over all of them costs time and tells no more than
+# ``MIN_PROBE_BYTES`` does. On session 61's 2-core Xeon with a 480 MiB cache (Gemma 3 270M's 189 MB of 2048 x 640
+# layers, SmolLM2-135M's 212 MB of 1536 x 576), a probe of 64 MiB rather than all of a shape's layers took the
+# plans from 2.53-2.56 s to 1.29-1.38 s (Gemma) and 2.49-2.82 s to 1.10-1.12 s (SmolLM2), chose the same plans
+# but for one wide range and one padded row count, and whole passes under them summed over k = 0, 1, 2, 3, 7, 15,
+# 31 and 63 took 549 and 547 ms against 552 and 552 (Gemma), 438 and 434 against 435 and 431 (SmolLM2);
+# ``benchmarks.plan_regret --greedy`` against a 960 MiB truth: the linear layers 1.39 % slower than the fastest
+# plans' against 1.24 % (Gemma), 1.21 against 1.23 % (SmolLM2), four calibrations each. Session 44's 26 % from a
+# 64 MiB probe on that host was the output layer's (671 MB, larger than the cache: still timed over twice it)
+WARM_SHARE = 0.5
 
 
 def last_level_cache_bytes(device):
@@ -37,10 +48,14 @@ def last_level_cache_bytes(device):
     return best
 
 
-def probe_bytes(device):
+def probe_bytes(device, held=None):
     """How many bytes of weights each shape's forms are timed over on ``device``: ``MIN_PROBE_BYTES`` or twice the
-    last-level cache, whichever is more."""
-    return max(MIN_PROBE_BYTES, 2 * last_level_cache_bytes(device))
+    last-level cache, whichever is more; but only ``MIN_PROBE_BYTES`` where the shape's layers (``held`` bytes of
+    weights, if given) fill at most ``WARM_SHARE`` of the cache (see there)."""
+    cache = last_level_cache_bytes(device)
+    if held is not None and cache and held <= WARM_SHARE * cache:
+        return MIN_PROBE_BYTES
+    return max(MIN_PROBE_BYTES, 2 * cache)
 
 
 def part_bytes(part):

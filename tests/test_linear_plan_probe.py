@@ -26,6 +26,26 @@ def test_forms_are_timed_over_a_probe_past_the_cache_not_every_layer():
     assert weight_probe.probe_bytes("cpu") == max(weight_probe.MIN_PROBE_BYTES, 2 * cache)
 
 
+@pytest.mark.parametrize("cache_mib", [0, 32, 480])
+def test_layers_that_stay_in_the_cache_are_timed_over_the_least_probe(monkeypatch, cache_mib):
+    """Where a shape's layers fill at most ``WARM_SHARE`` of the last-level cache, the race times them warm
+    whatever it streams: ``MIN_PROBE_BYTES`` then; layers that fill more (or a cache of unknown size) are timed
+    over twice the cache, as before. ``measure_plan`` asks with its layers' bytes."""
+    monkeypatch.setattr(weight_probe, "last_level_cache_bytes", lambda device: cache_mib << 20)
+    least, full = weight_probe.MIN_PROBE_BYTES, max(weight_probe.MIN_PROBE_BYTES, 2 * (cache_mib << 20))
+    share = int(weight_probe.WARM_SHARE * (cache_mib << 20))
+    assert weight_probe.probe_bytes("cpu") == full
+    assert weight_probe.probe_bytes("cpu", held=share + 1) == full
+    assert weight_probe.probe_bytes("cpu", held=share) == (least if cache_mib else full)
+    assert weight_probe.probe_bytes("cpu", held=1) == (least if cache_mib else full)
+    asked = []
+    real = weight_probe.probe_bytes
+    monkeypatch.setattr(linear_plan, "probe_bytes", lambda device, held=None: asked.append(held) or real(device, held))
+    layers = [torch.nn.Linear(16, 32) for _ in range(3)]
+    linear_plan.measure_plan(layers, max_rows=2, wide_rows=(), repeats=1)
+    assert asked == [3 * 16 * 32 * 4]  # the weights, as ``part_bytes`` counts them
+
+
 def test_the_probe_is_cut_into_parts_of_equal_bytes_that_never_overlap():
     """``probe_parts``: whole layers where each is smaller than a part, else slices of rows, every part as large
     as the others (a form timed over one is timed as over another), fewer parts where the layers hold fewer."""
