@@ -18,10 +18,11 @@ logger = logging.getLogger(__name__)
 # and before the periodic continuation a draft stopped at the end of the stream; before ``earliest_in_prompt``
 # the "frequent" rule's occurrence stood wherever it lay; before the resumed copy (session 48) a plain step was one;
 # before keyed openings (session 55) a carried start served every request alike (start_key 0), and before knots
-# followed the longest timed one (session 55) the shape was read as learned
+# followed the longest timed one (session 55) the shape was read as learned; before session 61 a re-flowed copy was
+# never drafted from a stream that ended in whitespace
 LEGACY_FIELDS = {"copy_share": 0.0, "periodic": False, "earliest_in_prompt": 0, "reflow": False, "shape_rate": 0.0,
                  "first_level": False, "shape_at_knots": False, "start_memory": 0.0, "start_key": 0,
-                 "follow_timed": False, "resume_horizon": 0, "stepped_copy": False}
+                 "follow_timed": False, "resume_horizon": 0, "stepped_copy": False, "reflow_after_space": False}
 
 
 def _read_model_tokenizer(model, what, drafts):

@@ -119,7 +119,8 @@ class AdaptiveProposer:
         ``reflow`` is off."""
         self.reflow = None
         if text_classes is not None and self.config.reflow:
-            self.reflow = ReflowIndex(text_classes, lead=self.config.reflow_lead)  # checks them
+            self.reflow = ReflowIndex(text_classes, lead=self.config.reflow_lead,
+                                      after_space=self.config.reflow_after_space)  # checks them
         elif text_classes is not None:
             check_text_classes(text_classes)
         self.reset(EMPTY)
@@ -168,7 +169,9 @@ class AdaptiveProposer:
             end = self.view.source_end()
             options.append(self._option(acceptance, self.view.length, CORPUS, end,
                                         min(k_cap, self.view.available(end)), copying))
-        reflowed = self.reflow.source(match.length) if self.reflow is not None and k_cap > 0 else None
+        reflowed = None
+        if self.reflow is not None and k_cap > 0:
+            reflowed = self.reflow.source(match.length, self.index.tokens)
         if reflowed is not None:
             length, end = reflowed
             options.append(self._option(acceptance, length, REFLOWED, end, min(k_cap, len(self.index) - 1 - end),
