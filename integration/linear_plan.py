@@ -15,8 +15,9 @@ matrix-vector products. Gemma 3 270M's output layer (262k x 640) takes 63 ms for
 17-32 and 33-64, the form only, which serves the whole range), and oneDNN's matmul (``onednn_product``) from
 ``ONEDNN_FROM_ROWS`` rows where it runs, over layers of that shape in turn, as a pass streams them, until twice
 the last-level cache has streamed (``probe_bytes``; a layer larger than that, an output layer, over a slice of its
-rows), so that no weight sits warm in cache (64 MiB where a shape's layers fit in half of it: warm whatever streams); best of two rounds after the shape's first product (a first product
-runs up to 2.7x slow, the rest within 5 %), a form far behind after the first (``OUT_OF_RACE``) timed once. Timing
+rows), so that no weight sits warm in cache (64 MiB where a shape's layers fit in half of it: warm whatever
+streams); best of two rounds after the shape's first product (a first product runs up to 2.7x slow, the rest within
+5 %), a form far behind after the first (``OUT_OF_RACE``) timed once. Timing
 every layer instead (Gemma 3 270M's 262k-row output layer whole) chose plans whose passes are no faster and took
 12-17 s against 3.3 s for Gemma 3 270M on a 2-core CPU with a 32 MiB cache ("A calibration of a few seconds" in
 ``benchmarks/recorded/README.md``); two rounds after one product rather than three after a warm-up round, 1.6 s,
@@ -165,15 +166,16 @@ def measure_plan(modules, max_rows=MAX_PADDED_ROWS, wide_rows=WIDE_ROWS, repeats
     """The ``LinearPlan`` fastest for ``modules`` (linear layers of one weight shape), each timing over the
     next part of ``probe_parts(modules, nbytes, n)`` in turn, ``n`` the first of ``parts`` (by default
     ``PROBE_PARTS``) in the first round and the second in the ``repeats - 1`` rounds after it (``nbytes`` by
-    default ``probe_bytes`` of their device and weights; ``tick`` as ``fastest_of_rounds`` takes it), in each of ``forms``
-    (by default ``forms_for`` their weight). Where the parts differ, a form's time is its best over the later
+    default ``probe_bytes`` of their device and weights; ``tick`` as ``fastest_of_rounds`` takes it), in each of
+    ``forms`` (by default ``forms_for`` their weight). Where the parts differ, a form's time is its best over the later
     rounds: the first, over smaller parts, only decided whether it races on."""
     repeats = check_positive_int(repeats, "repeats")  # the first timed round decides which forms race on
     weight = modules[0].weight
     forms = forms_for(weight) if forms is None else tuple(forms)
     if not forms or forms[0] != PLAIN or not set(forms) <= set(FORMS):
         raise ValueError(f"forms must start with PLAIN ({PLAIN}) and be among {FORMS}, got {forms}")
-    nbytes = probe_bytes(weight.device, part_bytes([(m.weight, m.bias) for m in modules])) if nbytes is None else nbytes
+    if nbytes is None:
+        nbytes = probe_bytes(weight.device, part_bytes([(m.weight, m.bias) for m in modules]))
     parts = PROBE_PARTS if parts is None else tuple(parts)
     if len(parts) != 2:
         raise ValueError(f"parts must be (first round's, later rounds'), got {parts}")

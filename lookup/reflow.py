@@ -10,11 +10,11 @@ the model has been seen to write instead (``learn``) put in place of the source'
 
 It is offered only once the model has written a word after the changed whitespace (a stream that ends in
 whitespace is not matched: which word comes next is what the exact index cannot tell either), and only where
-it matches at least ``lead`` more words than the exact match has tokens. One exception (``after_space``): a
-stream that ends in the whitespace the model has been seen to write in place of the source's last whitespace
-token before its next word, as a re-indented block's next line begins, goes on at that word. Replayed on the 62 recorded runs (245
+it matches at least ``lead`` more words than the exact match has tokens. Replayed on the 62 recorded runs (245
 suite columns, ``benchmarks/recorded/README.md``, "Re-flowed copies"): +1.6 % on average, +6.8 % on code_edit
-(50 columns), the worst column -0.6 %.
+(50 columns), the worst column -0.6 %. One exception since session 61 (``after_space``): a stream that ends in the
+whitespace the model has been seen to write in place of the source's last whitespace token before its next word,
+as a re-indented block's next line begins, goes on at that word ("Re-flowed copies after the new indentation").
 
 The text classes come from a tokenizer, which this layer does not import: ``draftless.integration`` builds
 them (``token_text.text_classes``) and passes the array.
@@ -102,7 +102,9 @@ class ReflowIndex:
 
     def source(self, exact_length, stream=None):
         """``(matched words, end)``: the stream position after which the re-flowed copy goes on, and how many
-        words the match spans; None where there is none worth drafting (see the module's rules)."""
+        words the match spans; None where there is none worth drafting (see the module's rules). ``stream``: the
+        stream's tokens, which only ``after_space`` reads (without them, a stream that ends in whitespace has
+        none)."""
         if not (self._last_is_word or self.after_space):
             return None
         match = self.classes.longest_match()
