@@ -74,8 +74,7 @@ class ScreenedRows:
     def __init__(self, screen, hidden, top_k):
         if type(top_k) is not int or not 0 < top_k <= MAX_TOP_K:
             raise ValueError(f"top_k must be an int in [1, {MAX_TOP_K}], got {top_k!r}")
-        self.screen = screen
-        self.slack = screen.sampling_slack  # where the last pass's rows found their top k
+        self.screen = screen  # ``screen.sampling_slack``: where the last row read found its top k
         self.weight = screen.weight
         self.hidden = hidden  # (rows, features) fp32
         self.top_k = top_k
@@ -112,7 +111,7 @@ class ScreenedRows:
         listed = self._top_listed(row)
         if listed is None:
             return None  # a flat row: thousands of tokens as high as its k-th
-        slack = self.slack
+        slack = self.screen.sampling_slack  # the one the row's top k were found within
         scores = row[0, listed].double()
         kth = float(torch.topk(scores, self.top_k, sorted=False).values.min())
         best = float(scores.max())
@@ -131,10 +130,10 @@ class ScreenedRows:
 
     def _top_listed(self, row):
         """The tokens of ``row`` within a slack of its best score that are ``top_k`` or more and at most
-        ``MAX_ROW_CANDIDATES`` (the slack kept in ``self.slack`` and, for the next pass's rows, on the screen), or
-        None where no slack finds them (a flat row, or scores not finite). The slack starts where the last row's
-        ended, fourfold wider or narrower until bracketed, then halfway (geometrically) between."""
-        slack, low, high = self.slack, 0.0, math.inf
+        ``MAX_ROW_CANDIDATES`` (the slack kept on the screen, ``ScreenedHead.sampling_slack``, for the rows after
+        it), or None where no slack finds them (a flat row, or scores not finite). The slack starts where the last
+        row's ended, fourfold wider or narrower until bracketed, then halfway (geometrically) between."""
+        slack, low, high = self.screen.sampling_slack, 0.0, math.inf
         for _ in range(64):
             listed, count = _within(row, slack)
             if count > MAX_ROW_CANDIDATES:
@@ -142,7 +141,7 @@ class ScreenedRows:
             elif count < self.top_k:
                 low = slack
             else:
-                self.slack = self.screen.sampling_slack = slack
+                self.screen.sampling_slack = slack
                 return listed
             if high < 1.01 * low or not math.isfinite(slack):
                 return None

@@ -154,12 +154,12 @@ class SpeculativeGenerator:
                                 getattr(getattr(self.proposer, "config", None), "screened_head", True))
         # a run whose passes the calibration does not time alike (sampled, or its output layer not screened where
         # the calibration's is) learns their costs for itself alone: the cost model is left as it was after it
+        timed = timed_like_calibration(self.model, plan, screen[0])
         cost = getattr(self.proposer, "cost", None)
-        saved = None if timed_like_calibration(self.model, plan, screen[0]) or not hasattr(cost, "snapshot") \
-            else cost.snapshot()
+        saved = cost.snapshot() if not timed and hasattr(cost, "snapshot") else None
         try:
             with staging.installed() if staging is not None else contextlib.nullcontext():
-                return self._run_loop(plan, ids, accept, staging, screen, t_start, saved is None)
+                return self._run_loop(plan, ids, accept, staging, screen, t_start, timed)
         finally:
             if saved is not None:
                 cost.restore(saved)
