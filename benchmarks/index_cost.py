@@ -62,7 +62,7 @@ def _median_us(step, steps):
 
 def time_draftless(stream, context, steps):
     idx = SuffixIndex(stream[:context])
-    it = iter(stream[context: context + steps].tolist())
+    it = iter(stream[context : context + steps].tolist())
 
     def step():
         idx.extend(next(it))
@@ -80,7 +80,7 @@ def time_hf(stream, context, steps):
 
     gen = PromptLookupCandidateGenerator(num_output_tokens=DRAFT, max_length=len(stream) + 10)
     state = {"ids": torch.as_tensor(stream[:context]).view(1, -1)}
-    it = iter(stream[context: context + steps].tolist())
+    it = iter(stream[context : context + steps].tolist())
 
     def step():
         state["ids"] = torch.cat([state["ids"], torch.tensor([[next(it)]])], dim=-1)
@@ -94,7 +94,7 @@ def time_rescan(stream, context, steps):
     buf[:context] = stream[:context]
     out = np.empty(DRAFT, dtype=np.int32)
     state = {"n": context}
-    it = iter(stream[context: context + steps].tolist())
+    it = iter(stream[context : context + steps].tolist())
 
     def step():
         buf[state["n"]] = next(it)
@@ -127,26 +127,34 @@ def run(contexts, tokenizer_name="gemma-3-270m"):
         draftless_us = min(t[0] for t in trials)
         _, bytes_per_token, idx = trials[0]
         baseline_steps = int(min(2000, max(50, 2e7 // context)))
-        rows.append({
-            "tokens": context,
-            "draftless_us": round(draftless_us, 3),
-            "draftless_trials_us": [round(t[0], 3) for t in trials],
-            "hf_pld_us": round(min(time_hf(stream, context, baseline_steps) for _ in range(TRIALS)), 3),
-            "rescan_us": round(min(time_rescan(stream, context, baseline_steps) for _ in range(TRIALS)), 3),
-            "bytes_per_token": round(bytes_per_token, 1),
-            "states_per_token": round(idx.num_states / len(idx), 3),
-            "edges_per_token": round(idx.num_edges / len(idx), 3),
-            "build_us_per_token": round(build_s / context * 1e6, 3),
-            "baseline_steps": baseline_steps,
-        })
+        rows.append(
+            {
+                "tokens": context,
+                "draftless_us": round(draftless_us, 3),
+                "draftless_trials_us": [round(t[0], 3) for t in trials],
+                "hf_pld_us": round(min(time_hf(stream, context, baseline_steps) for _ in range(TRIALS)), 3),
+                "rescan_us": round(min(time_rescan(stream, context, baseline_steps) for _ in range(TRIALS)), 3),
+                "bytes_per_token": round(bytes_per_token, 1),
+                "states_per_token": round(idx.num_states / len(idx), 3),
+                "edges_per_token": round(idx.num_edges / len(idx), 3),
+                "build_us_per_token": round(build_s / context * 1e6, 3),
+                "baseline_steps": baseline_steps,
+            }
+        )
     first, last = rows[0], rows[-1]
     targets = {
         "largest_context_us_at_most_5": last["draftless_us"] <= 5.0,
         "largest_over_smallest_at_most_1.5": last["draftless_us"] <= 1.5 * first["draftless_us"],
         "bytes_per_token_at_most_128": all(r["bytes_per_token"] <= 128 for r in rows),
     }
-    return {"tokenizer": tokenizer_name, "base_tokens": int(base.size), "setup_s": round(setup_s, 2),
-            "compile_s": round(compile_s, 2), "contexts": rows, "targets": targets}
+    return {
+        "tokenizer": tokenizer_name,
+        "base_tokens": int(base.size),
+        "setup_s": round(setup_s, 2),
+        "compile_s": round(compile_s, 2),
+        "contexts": rows,
+        "targets": targets,
+    }
 
 
 def main(argv=None):
@@ -163,8 +171,10 @@ def main(argv=None):
     print(f"setup (tokenizer + stream): {report['setup_s']} s; Numba compile/warm-up: {report['compile_s']} s")
     print(f"{'tokens':>9} {'draftless us':>13} {'hf_pld us':>10} {'rescan us':>10} {'bytes/token':>12}")
     for r in report["contexts"]:
-        print(f"{r['tokens']:>9} {r['draftless_us']:>13.2f} {r['hf_pld_us']:>10.1f} {r['rescan_us']:>10.1f} "
-              f"{r['bytes_per_token']:>12.1f}")
+        print(
+            f"{r['tokens']:>9} {r['draftless_us']:>13.2f} {r['hf_pld_us']:>10.1f} {r['rescan_us']:>10.1f} "
+            f"{r['bytes_per_token']:>12.1f}"
+        )
     print("targets:", ", ".join(f"{k}={'met' if v else 'MISSED'}" for k, v in report["targets"].items()))
 
 

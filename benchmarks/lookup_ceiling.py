@@ -40,18 +40,18 @@ class LookupCeilingProposer:
         seen = self.index.tokens
         n = seen.size
         windows = np.lib.stride_tricks.sliding_window_view(seen[: n - 1], match.length)
-        return (np.flatnonzero((windows == seen[n - match.length:]).all(axis=1)) + match.length - 1).tolist()
+        return (np.flatnonzero((windows == seen[n - match.length :]).all(axis=1)) + match.length - 1).tolist()
 
     def propose(self, max_tokens):
         pos = len(self.index)
-        truth = self.reference[pos: pos + min(int(max_tokens), self.max_draft)]
+        truth = self.reference[pos : pos + min(int(max_tokens), self.max_draft)]
         match = self.index.longest_match()
         if match.length == 0 or truth.size == 0:
             return EMPTY
         seen = self.index.tokens
         best, best_end = 0, -1
         for end in self._ends(match):
-            n = agreement(seen[end + 1: end + 1 + truth.size], truth)
+            n = agreement(seen[end + 1 : end + 1 + truth.size], truth)
             if n > best:
                 best, best_end = n, end
                 if n == truth.size:
@@ -60,4 +60,4 @@ class LookupCeilingProposer:
             return EMPTY
         ks = np.arange(best + 1)
         k = int(np.argmax((1 + ks) / np.asarray(self.cost.at(ks))))  # accepted = k for every k <= best
-        return seen[best_end + 1: best_end + 1 + k].astype(np.int64)
+        return seen[best_end + 1 : best_end + 1 + k].astype(np.int64)

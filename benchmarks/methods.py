@@ -22,17 +22,37 @@ default, e.g. ``--methods draftless,draftless[earliest_in_prompt=0]``.
 """
 
 import contextlib
+import dataclasses
 import re
 import weakref
 
 from draftless.integration import SpeculativeGenerator
 from draftless.integration.calibration import cached_inexact_drafts, cached_linear_plans, measure_cost_curve
-from draftless.integration.linear_plan import planned_linears
-from draftless.lookup import (AdaptiveConfig, AdaptiveProposer, LlamaCppLookupRule, NgramRule, NullProposer,
-                              PromptLookupRule, ReferenceCorpus, RestRule, SamDecodingRule, SuffixDecodingRule)
+from draftless.integration.fastpass.linear_plan import planned_linears
+from draftless.lookup import AdaptiveConfig, AdaptiveProposer, NullProposer, ReferenceCorpus
 
-from .knob_evidence import knob_value
 from .oracle import ORACLE_KS, OracleProposer
+from .peer_rules import NgramRule, PromptLookupRule, SuffixDecodingRule
+from .peer_rules_retrieval import LlamaCppLookupRule, RestRule, SamDecodingRule
+
+
+def knob_value(knob, text):
+    """``text`` as a value of ``AdaptiveConfig`` field ``knob``, of its default's type (``true``/``false`` for a
+    bool); tuple-valued knobs (``prior``) are refused."""
+    fields = {f.name for f in dataclasses.fields(AdaptiveConfig)}
+    if knob not in fields:
+        raise ValueError(f"knob must be one of {sorted(fields)}, got {knob!r}")
+    default = getattr(AdaptiveConfig(), knob)
+    if isinstance(default, tuple):
+        raise ValueError(f"knob {knob!r} holds a tuple, which cannot be set from the command line")
+    if isinstance(default, bool):
+        if text.lower() not in ("true", "false"):
+            raise ValueError(f"values of {knob!r} must be true or false, got {text!r}")
+        return text.lower() == "true"
+    try:
+        return type(default)(text)
+    except ValueError:
+        raise ValueError(f"values of {knob!r} must be of type {type(default).__name__}, got {text!r}") from None
 
 
 def _hf(planned=False, **extra):
@@ -40,8 +60,8 @@ def _hf(planned=False, **extra):
         settings = sampling or {"do_sample": False}
         form = planned_linears(model, cached_linear_plans(model)) if planned else contextlib.nullcontext()
         with form:
-            return model.generate(**inputs, max_new_tokens=max_new_tokens, streamer=streamer, **settings,
-                                  **extra), None
+            return model.generate(**inputs, max_new_tokens=max_new_tokens, streamer=streamer, **settings, **extra), None
+
     return run
 
 
@@ -53,6 +73,7 @@ def _loop(make_proposer=None, make_corpus=None, make_config=None):
         gen = SpeculativeGenerator(model, tokenizer, config=config, proposer=proposer, corpus=corpus)
         out = gen.generate(**inputs, max_new_tokens=max_new_tokens, streamer=streamer, **sampling)
         return out, gen.last_stats
+
     return run
 
 
@@ -62,7 +83,7 @@ _quick_curves = weakref.WeakKeyDictionary()
 
 def quick_cost_curve(model):
     """c(k) at ``QUICK_KS`` only, each length warmed up once and timed once, measured once per model in this
-    process and never cached on disk (``benchmarks/recorded/README.md``, "A calibration of a second or two")."""
+    process and never cached on disk (``docs/evidence.md``, "A calibration of a second or two")."""
     if model not in _quick_curves:
         _quick_curves[model] = measure_cost_curve(model, ks=QUICK_KS, repeats=1)
     return _quick_curves[model]
@@ -107,8 +128,21 @@ METHODS = {
     "draftless_history": _loop(make_corpus=lambda model: history_corpus(model)),  # looked up per run
     **{f"oracle_k{k}": _loop(lambda ref, k=k: OracleProposer(ref, k)) for k in ORACLE_KS},
 }
-DEFAULT_METHODS = ("vanilla", "hf_pld", "hf_pld_n3", "hf_pld_planned", "draftless", "rule_pld", "rule_ngram32",
-                   "rule_suffix", "rule_sam", "rule_rest", "rule_llamacpp", "no_draft", "oracle")
+DEFAULT_METHODS = (
+    "vanilla",
+    "hf_pld",
+    "hf_pld_n3",
+    "hf_pld_planned",
+    "draftless",
+    "rule_pld",
+    "rule_ngram32",
+    "rule_suffix",
+    "rule_sam",
+    "rule_rest",
+    "rule_llamacpp",
+    "no_draft",
+    "oracle",
+)
 PREPARE = {"draftless_quick": quick_cost_curve}  # measured before any run is timed, so that no run pays for it
 
 
@@ -154,7 +188,7 @@ def expand(methods, sampling=False):
     the seed, which its verification then accepts)."""
     names = ["vanilla"]
     for m in methods:
-        for name in ([f"oracle_k{k}" for k in ORACLE_KS] if m == "oracle" else [m]):
+        for name in [f"oracle_k{k}" for k in ORACLE_KS] if m == "oracle" else [m]:
             method(name)  # a ValueError for an unknown name or a bad variant
             if name not in names:
                 names.append(name)

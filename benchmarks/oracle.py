@@ -22,4 +22,4 @@ class OracleProposer:
         self.seen += len(tokens)
 
     def propose(self, max_tokens):
-        return self.reference[self.seen: self.seen + min(self.k, max_tokens)]
+        return self.reference[self.seen : self.seen + min(self.k, max_tokens)]

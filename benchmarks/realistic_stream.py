@@ -1,15 +1,30 @@
 """A realistic token stream for index benchmarks: tokenised source code and prose, repeated with edits."""
 
+import importlib
 import inspect
 import json
-import importlib
 from pathlib import Path
 
 import numpy as np
 
 DATA = Path(__file__).parent / "data"
-SOURCE_MODULES = ["json", "textwrap", "argparse", "dataclasses", "pathlib", "logging", "functools",
-                  "collections", "typing", "csv", "difflib", "string", "enum", "shutil", "tempfile"]
+SOURCE_MODULES = [
+    "json",
+    "textwrap",
+    "argparse",
+    "dataclasses",
+    "pathlib",
+    "logging",
+    "functools",
+    "collections",
+    "typing",
+    "csv",
+    "difflib",
+    "string",
+    "enum",
+    "shutil",
+    "tempfile",
+]
 
 
 def source_and_prose():
@@ -38,7 +53,7 @@ def repeated_with_edits(base, length, seed=0, copy_share=0.5, edit_rate=0.02):
         if n > 1000 and rng.random() < copy_share:
             span = int(rng.integers(50, 800))
             start = int(rng.integers(0, n - span)) if n > span else 0
-            chunk = out[start: start + span].copy()
+            chunk = out[start : start + span].copy()
             edits = rng.random(chunk.size) < edit_rate
             chunk[edits] = base[rng.integers(0, base.size, int(edits.sum()))]
         else:
@@ -46,6 +61,6 @@ def repeated_with_edits(base, length, seed=0, copy_share=0.5, edit_rate=0.02):
             chunk = np.take(base, np.arange(fresh, fresh + span), mode="wrap")
             fresh += span
         take = min(chunk.size, length - n)
-        out[n: n + take] = chunk[:take]
+        out[n : n + take] = chunk[:take]
         n += take
     return out

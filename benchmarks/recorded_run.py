@@ -16,13 +16,25 @@ logger = logging.getLogger(__name__)
 # AdaptiveConfig fields added after some runs were recorded, with the value that reproduces the policy those runs
 # used: before the copy regime (copy_share 0: always copying) every draft was judged as a copy
 # and before the periodic continuation a draft stopped at the end of the stream; before ``earliest_in_prompt``
-# the "frequent" rule's occurrence stood wherever it lay; before the resumed copy (session 48) a plain step was one;
-# before keyed openings (session 55) a carried start served every request alike (start_key 0), and before knots
-# followed the longest timed one (session 55) the shape was read as learned; before session 61 a re-flowed copy was
+# the "frequent" rule's occurrence stood wherever it lay; before the resumed copy  a plain step was one;
+# before keyed openings  a carried start served every request alike (start_key 0), and before knots
+# followed the longest timed one  the shape was read as learned; earlier a re-flowed copy was
 # never drafted from a stream that ended in whitespace
-LEGACY_FIELDS = {"copy_share": 0.0, "periodic": False, "earliest_in_prompt": 0, "reflow": False, "shape_rate": 0.0,
-                 "first_level": False, "shape_at_knots": False, "start_memory": 0.0, "start_key": 0,
-                 "follow_timed": False, "resume_horizon": 0, "stepped_copy": False, "reflow_after_space": False}
+LEGACY_FIELDS = {
+    "copy_share": 0.0,
+    "periodic": False,
+    "earliest_in_prompt": 0,
+    "reflow": False,
+    "shape_rate": 0.0,
+    "first_level": False,
+    "shape_at_knots": False,
+    "start_memory": 0.0,
+    "start_key": 0,
+    "follow_timed": False,
+    "resume_horizon": 0,
+    "stepped_copy": False,
+    "reflow_after_space": False,
+}
 
 
 def _read_model_tokenizer(model, what, drafts):
@@ -37,12 +49,12 @@ def _read_model_tokenizer(model, what, drafts):
         return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _model_text_classes(model):
     return _read_model_tokenizer(model, "text_classes", "re-flowed drafts")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _model_digit_tokens(model):
     return _read_model_tokenizer(model, "digit_tokens", "stepped copies")
 
@@ -63,7 +75,9 @@ def run_text_classes(run):
 
 def recorded_config(run):
     """The ``AdaptiveConfig`` that a run recorded by ``benchmarks.run`` drafted with."""
-    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in run["draftless_config"].items() if k != "kind"}
+    # the fast pass's switches were recorded with the policy's knobs once: they change no draft of a greedy replay
+    moved = ("kind", "screened_head", "staged_head")
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in run["draftless_config"].items() if k not in moved}
     return AdaptiveConfig(**{**{k: v for k, v in LEGACY_FIELDS.items() if k not in fields}, **fields})
 
 
@@ -72,14 +86,14 @@ def recorded_cost(run):
     or the CPU stand-in for a run that recorded none."""
     if "cost_curve" not in run:
         return CPU_SMALL_MODEL
-    curve = run["cost_curve"]  # with the output layer's times from session 34 on (staged passes)
+    curve = run["cost_curve"]  # with the output layer's times in later runs (staged passes)
     return CostCurve(tuple(curve["ks"]), tuple(curve["seconds"]), tuple(curve.get("head", ()))).relative()
 
 
 def recorded_start(curve, config, run):
     """The cost model one recorded request (a row of a run's ``runs``) started from: ``curve`` with the shape
-    that earlier requests had learned and kept on disk (``start_shape``; none in runs before session 32) and the
-    passes behind each knot (``start_evidence``; none before session 55), learning at ``config``'s rate. An
+    that earlier requests had learned and kept on disk (``start_shape``; none in runs earlier) and the
+    passes behind each knot (``start_evidence``; none earlier), learning at ``config``'s rate. An
     ``AdaptiveProposer`` given it drafts as the loop's did, told the run's ``pass_seconds``."""
     shape = run.get("start_shape")
     return cost_model(config, curve, shape or None, (run.get("start_evidence") or None) if shape else None)
@@ -88,6 +102,6 @@ def recorded_start(curve, config, run):
 def recorded_request_start(config, run):
     """The ``RequestStart`` one recorded request (a row of a run's ``runs``) started from: what earlier requests'
     first drafts had shown (``start_acceptance``), or the prior's where nothing had; None where ``config``
-    carries none (``start_memory`` 0, as in runs before session 38)."""
+    carries none (``start_memory`` 0, as in runs earlier)."""
     state = run.get("start_acceptance")
     return RequestStart.for_config(config, (state["hits"], state["trials"]) if state else None)

@@ -30,19 +30,22 @@ from pathlib import Path
 
 import numpy as np
 
-from draftless.lookup import (DraftConfig, LlamaCppLookupRule, NgramRule, PromptLookupRule, ReferenceCorpus, RestRule,
-                              SamDecodingRule, SuffixDecodingRule, SuffixProposer, carried_starts)
+from draftless.lookup import DraftConfig, ReferenceCorpus, SuffixProposer, carried_starts
 from draftless.lookup.acceptance_model import DEFAULT_PRIOR
-from draftless.lookup.adaptive import CPU_SMALL_MODEL, AdaptiveConfig, AdaptiveProposer, cost_model
+from draftless.lookup.adaptive import CPU_SMALL_MODEL, AdaptiveConfig, AdaptiveProposer
 from draftless.lookup.cost_model import CostCurve, head_products
 from draftless.lookup.occurrence import agreement
 
 from .lookup_ceiling import LookupCeilingProposer
 from .oracle import ORACLE_KS, OracleProposer
+from .peer_rules import NgramRule, PromptLookupRule, SuffixDecodingRule
+from .peer_rules_retrieval import LlamaCppLookupRule, RestRule, SamDecodingRule
 from .recorded_run import recorded_cost, run_digit_tokens, run_text_classes
 
 PRIOR_NAMES = {
-    DEFAULT_PRIOR: "fitted", (0.5,) * len(DEFAULT_PRIOR): "flat0.5", (0.8,) * len(DEFAULT_PRIOR): "flat0.8",
+    DEFAULT_PRIOR: "fitted",
+    (0.5,) * len(DEFAULT_PRIOR): "flat0.5",
+    (0.8,) * len(DEFAULT_PRIOR): "flat0.8",
     tuple(min(p, 0.9) for p in DEFAULT_PRIOR): "fitted_cap0.9",
     tuple(max(p, 0.995) if i >= 7 else p for i, p in enumerate(DEFAULT_PRIOR)): "fitted_cap0.995",
 }
@@ -50,12 +53,23 @@ PRIOR_NAMES = {
 # steps. A stand-in, not a measurement (a GPU pass for a model this small is flatter still).
 NEAR_FLAT = CostCurve((0, 1, 2, 4, 8, 16, 32, 64), (1.0, 1.02, 1.03, 1.04, 1.06, 1.1, 1.2, 1.4))
 ADAPTIVE_KNOBS = {
-    "occurrence": ("frequent", "recent", "first", "learned"), "min_match": (1, 2, 3), "max_draft": (16, 32, 64, 128),
-    "prior_strength": (1.0, 2.0, 8.0), "forgetting": (0.9, 0.95, 0.98, 1.0), "prior": tuple(PRIOR_NAMES),
-    "copy_length": (4, 5, 6, 7, 8, 12), "copy_share": (0.0, 0.3, 0.4, 0.5, 1.0), "copy_memory": (0.95, 0.98, 1.0),
-    "occurrence_memory": (0.6, 0.7, 0.8, 0.9), "occurrence_margin": (0.0, 0.5, 1.0, 2.0), "periodic": (False, True),
-    "resume_horizon": (0, 4, 16, 64), "stepped_copy": (False, True),
+    "occurrence": ("frequent", "recent", "first", "learned"),
+    "min_match": (1, 2, 3),
+    "max_draft": (16, 32, 64, 128),
+    "prior_strength": (1.0, 2.0, 8.0),
+    "forgetting": (0.9, 0.95, 0.98, 1.0),
+    "prior": tuple(PRIOR_NAMES),
+    "copy_length": (4, 5, 6, 7, 8, 12),
+    "copy_share": (0.0, 0.3, 0.4, 0.5, 1.0),
+    "copy_memory": (0.95, 0.98, 1.0),
+    "occurrence_memory": (0.6, 0.7, 0.8, 0.9),
+    "occurrence_margin": (0.0, 0.5, 1.0, 2.0),
+    "periodic": (False, True),
+    "resume_horizon": (0, 4, 16, 64),
+    "stepped_copy": (False, True),
 }
+
+
 class AdaptiveFactory:
     """Makes the adaptive policy under ``config`` for each record replayed, the records' first drafts carried
     from one to the next as the library carries them within a process (``carried_starts``, started afresh by
@@ -86,16 +100,21 @@ class HistoryFactory:
         self.request_start = carried_starts(AdaptiveConfig())  # as the library's default
 
     def done(self, rec):
-        self.corpus.add(rec["tokens"][0 if self.prompts else rec["prompt_len"]:])
+        self.corpus.add(rec["tokens"][0 if self.prompts else rec["prompt_len"] :])
 
     def __call__(self, truth):
-        return AdaptiveProposer(AdaptiveConfig(), cost=self.cost, excluded=self.excluded, corpus=self.corpus,
-                                text_classes=self.text_classes, start=self.request_start,
-                                digit_tokens=self.digit_tokens)
+        return AdaptiveProposer(
+            AdaptiveConfig(),
+            cost=self.cost,
+            excluded=self.excluded,
+            corpus=self.corpus,
+            text_classes=self.text_classes,
+            start=self.request_start,
+            digit_tokens=self.digit_tokens,
+        )
 
 
-def configurations(grid=False, cost=CPU_SMALL_MODEL, excluded=(), history=False, text_classes=None,
-                   digit_tokens=None):
+def configurations(grid=False, cost=CPU_SMALL_MODEL, excluded=(), history=False, text_classes=None, digit_tokens=None):
     """Named proposer factories (each takes the true sequence, which only the oracle and the lookup ceilings
     read): the library's default, the fixed-length suffix proposer, the peers' rules, the oracle and the
     hindsight ceilings of lookup drafting (``lookup_ceiling``), plus with ``grid`` a grid of suffix and
@@ -121,8 +140,9 @@ def configurations(grid=False, cost=CPU_SMALL_MODEL, excluded=(), history=False,
         configs["draftless_history"] = HistoryFactory(cost, excluded, **tokens)
         configs["draftless_history_requests"] = HistoryFactory(cost, excluded, prompts=True, **tokens)
     if grid:
-        for occurrence, max_draft, min_match in itertools.product(("recent", "first", "frequent"), (8, 16, 32),
-                                                                  (1, 2, 3)):
+        for occurrence, max_draft, min_match in itertools.product(
+            ("recent", "first", "frequent"), (8, 16, 32), (1, 2, 3)
+        ):
             cfg = DraftConfig(min_match=min_match, max_draft=max_draft, occurrence=occurrence)
             configs[f"suffix_{occurrence}_k{max_draft}_m{min_match}"] = lambda truth, cfg=cfg: SuffixProposer(cfg)
         for knob, values in ADAPTIVE_KNOBS.items():  # one knob at a time away from the default
@@ -157,10 +177,10 @@ def replay_one(proposer, tokens, prompt_len, max_new_tokens=None, pass_seconds=N
         spent += time.perf_counter() - t0
         # a draft that runs past the recorded end (the output stopped at EOS inside it) keeps the recorded tokens
         # only, the last of them counting as the pass's own token, as the loop's stats count it
-        n = min(agreement(draft, tokens[pos: pos + draft.size]), tokens.size - pos - 1)
+        n = min(agreement(draft, tokens[pos : pos + draft.size]), tokens.size - pos - 1)
         accepted.append(n)
         drafted.append(int(draft.size))
-        new = tokens[pos: pos + n + 1]
+        new = tokens[pos : pos + n + 1]
         pos += new.size
         first_rows = getattr(proposer, "first_rows", None) if draft.size else None
         products = head_products(int(draft.size), first_rows, n)
@@ -186,13 +206,23 @@ def replay(outputs, configs, cost=CPU_SMALL_MODEL, told=None):
     for make in configs.values():  # load compiled kernels before anything is timed
         replay_one(make(np.array([1, 2, 3, 1, 2, 3, 1, 2])), [1, 2, 3, 1, 2, 3, 1, 2], 3)
     for name, make in configs.items():
-        per_suite = defaultdict(lambda: {"passes": 0, "accepted": 0, "drafted": 0, "seconds": 0.0, "model_s": 0.0,
-                                         "hits": defaultdict(int), "tries": defaultdict(int)})
+        per_suite = defaultdict(
+            lambda: {
+                "passes": 0,
+                "accepted": 0,
+                "drafted": 0,
+                "seconds": 0.0,
+                "model_s": 0.0,
+                "hits": defaultdict(int),
+                "tries": defaultdict(int),
+            }
+        )
         getattr(make, "start", lambda: None)()
         for rec in outputs:
             products = []
-            passes, accepted, drafted, seconds = replay_one(make(rec["tokens"]), rec["tokens"], rec["prompt_len"],
-                                                            pass_seconds=told, head_rows=products)
+            passes, accepted, drafted, seconds = replay_one(
+                make(rec["tokens"]), rec["tokens"], rec["prompt_len"], pass_seconds=told, head_rows=products
+            )
             getattr(make, "done", lambda rec: None)(rec)
             for suite in (rec["suite"], "all"):
                 agg = per_suite[suite]
@@ -208,15 +238,20 @@ def replay(outputs, configs, cost=CPU_SMALL_MODEL, told=None):
         for suite, agg in per_suite.items():
             passes = max(1, agg["passes"])
             positions = sorted(agg["tries"])[:32]
-            rows.append({
-                "config": name, "suite": suite, "passes": agg["passes"],
-                "mean_accepted": round((agg["accepted"] + agg["passes"]) / passes, 3),
-                "acceptance_rate": round(agg["accepted"] / agg["drafted"], 3) if agg["drafted"] else 0.0,
-                "accept_per_position": [round(agg["hits"][i] / agg["tries"][i], 3) for i in positions],
-                "draft_us_per_step": round(agg["seconds"] / passes * 1e6, 2),
-                "est_speedup": round((agg["accepted"] + agg["passes"]) * cost.at(0) / agg["model_s"], 3)
-                if agg["model_s"] else 1.0,
-            })
+            rows.append(
+                {
+                    "config": name,
+                    "suite": suite,
+                    "passes": agg["passes"],
+                    "mean_accepted": round((agg["accepted"] + agg["passes"]) / passes, 3),
+                    "acceptance_rate": round(agg["accepted"] / agg["drafted"], 3) if agg["drafted"] else 0.0,
+                    "accept_per_position": [round(agg["hits"][i] / agg["tries"][i], 3) for i in positions],
+                    "draft_us_per_step": round(agg["seconds"] / passes * 1e6, 2),
+                    "est_speedup": round((agg["accepted"] + agg["passes"]) * cost.at(0) / agg["model_s"], 3)
+                    if agg["model_s"]
+                    else 1.0,
+                }
+            )
     return rows
 
 
@@ -230,19 +265,27 @@ def markdown(rows):
         r = by.get((c, s))
         return "-" if r is None else f"{r['mean_accepted']:.2f} ({r['est_speedup']:.2f}x)"
 
-    lines = [f"| {c} | " + " | ".join(cell(c, s) for s in suites)
-             + f" | {by[(c, 'all')]['draft_us_per_step']:.1f} |" for c in configs]
-    return ("Mean accepted length (tokens per pass, bonus included) and, in brackets, the modelled speedup over "
-            "plain decoding, by suite.\n\n" + head + "\n".join(lines) + "\n")
+    lines = [
+        f"| {c} | " + " | ".join(cell(c, s) for s in suites) + f" | {by[(c, 'all')]['draft_us_per_step']:.1f} |"
+        for c in configs
+    ]
+    return (
+        "Mean accepted length (tokens per pass, bonus included) and, in brackets, the modelled speedup over "
+        "plain decoding, by suite.\n\n" + head + "\n".join(lines) + "\n"
+    )
 
 
 def parse_run_arguments(parser, argv):
     """Add the arguments every replay tool takes (a recorded run, ``--cost``, ``--json``) to ``parser``, parse
     ``argv`` and return ``(args, the run's data, the cost curve chosen)``."""
     parser.add_argument("run_json", type=Path, help="a JSON file written by benchmarks.run --json")
-    parser.add_argument("--cost", choices=("run", "cpu", "near_flat"), default="run",
-                        help="cost curve: the run's calibrated one (the default; the CPU stand-in for a run that "
-                             "recorded none), the CPU stand-in, or a near-flat accelerator stand-in")
+    parser.add_argument(
+        "--cost",
+        choices=("run", "cpu", "near_flat"),
+        default="run",
+        help="cost curve: the run's calibrated one (the default; the CPU stand-in for a run that "
+        "recorded none), the CPU stand-in, or a near-flat accelerator stand-in",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     data = json.loads(args.run_json.read_text())
@@ -255,11 +298,18 @@ def parse_run_arguments(parser, argv):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks.replay", description=__doc__.splitlines()[0])
     parser.add_argument("--grid", action="store_true", help="also replay a grid of suffix-proposer settings")
-    parser.add_argument("--history", action="store_true",
-                        help="also replay drafting from the earlier records' outputs (and requests)")
+    parser.add_argument(
+        "--history", action="store_true", help="also replay drafting from the earlier records' outputs (and requests)"
+    )
     args, data, cost = parse_run_arguments(parser, argv)
-    configs = configurations(args.grid, cost, tuple(data.get("inexact_drafts", ())), history=args.history,
-                             text_classes=run_text_classes(data), digit_tokens=run_digit_tokens(data))
+    configs = configurations(
+        args.grid,
+        cost,
+        tuple(data.get("inexact_drafts", ())),
+        history=args.history,
+        text_classes=run_text_classes(data),
+        digit_tokens=run_digit_tokens(data),
+    )
     rows = replay(data["outputs"], configs, cost)
     sys.stdout.write(markdown(rows))
     if args.json:

@@ -27,6 +27,7 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -41,8 +42,7 @@ from draftless.integration.models import DTYPES, check_device_available, device_
 from draftless.lookup import AdaptiveConfig
 
 from . import report
-from .methods import (DEFAULT_METHODS, METHODS, PREPARE, expand, forget, in_loop, method, remember,
-                      variant_config)
+from .methods import DEFAULT_METHODS, METHODS, PREPARE, expand, forget, in_loop, method, remember, variant_config
 from .suites import SUITES, interleaved, render
 
 
@@ -62,13 +62,13 @@ class FirstTokenClock:
         pass
 
 
-def _encode(tokenizer, text):
+def encode_prompt(tokenizer, text):
     # a chat template already holds its special tokens; a plain completion prompt gets the usual ones
     return tokenizer(text, return_tensors="pt", add_special_tokens=not tokenizer.chat_template)
 
 
 def _warm_up(model, tokenizer):
-    inputs = _encode(tokenizer, "warm up: a b c a b c a b")
+    inputs = encode_prompt(tokenizer, "warm up: a b c a b c a b")
     SpeculativeGenerator(model, tokenizer).generate(**inputs, max_new_tokens=4)
 
 
@@ -80,8 +80,20 @@ def plain_steps_text(model, tokenizer, inputs, max_new_tokens, sampling, seed):
     return out[0].tolist()
 
 
-def run(model_name, suites, methods, limit, max_new_tokens, progress=True, temperature=None, top_p=None,
-        checkpoint=None, repeats=1, device="cpu", dtype="float32"):
+def run(
+    model_name,
+    suites,
+    methods,
+    limit,
+    max_new_tokens,
+    progress=True,
+    temperature=None,
+    top_p=None,
+    checkpoint=None,
+    repeats=1,
+    device="cpu",
+    dtype="float32",
+):
     """Run the benchmark; ``checkpoint(result)`` is called after every prompt with the result so far."""
     if not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
@@ -99,8 +111,11 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
     compile_s = time.perf_counter() - t0
     sampling = {}
     if temperature is not None or top_p is not None:
-        sampling = {"do_sample": True, "temperature": 1.0 if temperature is None else temperature,
-                    "top_p": 1.0 if top_p is None else top_p}
+        sampling = {
+            "do_sample": True,
+            "temperature": 1.0 if temperature is None else temperature,
+            "top_p": 1.0 if top_p is None else top_p,
+        }
     names = expand(methods, sampling=bool(sampling))
     t0 = time.perf_counter()
     prepared = {name: PREPARE[name](model) for name in names if name in PREPARE}  # e.g. a quick curve
@@ -110,25 +125,42 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
     runs, outputs, mismatches = [], [], []
 
     def result():
-        return {"model": model_name, "max_new_tokens": max_new_tokens, "suites": list(suites), "methods": names,
-                "repeats": repeats, "sampling": sampling, "device": str(model.device), "dtype": str(model.dtype),
-                "load_s": round(load_s, 2),
-                "compile_s": round(compile_s, 2), "calibrate_s": round(calibrate_s, 2),
-                "prepare_s": round(prepare_s, 2),
-                "prepared_cost_curves": {name: curve_json(c) for name, c in prepared.items()},
-                "draftless_config": {"kind": "adaptive", **dataclasses.asdict(AdaptiveConfig())},
-                # unrounded: replay must see the curve the policy saw, or a near tie between two lengths flips
-                "cost_curve": curve_json(curve),  # with the output layer's times where the calibration took them
-                "inexact_drafts": list(inexact),
-                "threads": torch.get_num_threads(), "runs": runs, "summary": report.summarize(runs),
-                "mismatches": mismatches, "outputs": outputs}
+        return {
+            "model": model_name,
+            "max_new_tokens": max_new_tokens,
+            "suites": list(suites),
+            "methods": names,
+            "repeats": repeats,
+            "sampling": sampling,
+            "device": str(model.device),
+            "dtype": str(model.dtype),
+            "load_s": round(load_s, 2),
+            "compile_s": round(compile_s, 2),
+            "calibrate_s": round(calibrate_s, 2),
+            "prepare_s": round(prepare_s, 2),
+            "prepared_cost_curves": {name: curve_json(c) for name, c in prepared.items()},
+            "draftless_config": {"kind": "adaptive", **dataclasses.asdict(AdaptiveConfig())},
+            # unrounded: replay must see the curve the policy saw, or a near tie between two lengths flips
+            "cost_curve": curve_json(curve),  # with the output layer's times where the calibration took them
+            "inexact_drafts": list(inexact),
+            "threads": torch.get_num_threads(),
+            "provenance": provenance(),
+            "runs": runs,
+            "summary": report.summarize(runs),
+            "mismatches": mismatches,
+            "outputs": outputs,
+        }
 
-    bar = tqdm(total=sum(len(t.turns) for t in tasks) * len(names) * repeats, desc="runs",
-               disable=not progress, file=sys.stderr)
+    bar = tqdm(
+        total=sum(len(t.turns) for t in tasks) * len(names) * repeats,
+        desc="runs",
+        disable=not progress,
+        file=sys.stderr,
+    )
     for n_task, task in enumerate(tasks):
         answers = []
         for turn in range(len(task.turns)):
-            inputs = _encode(tokenizer, render(task, tokenizer, answers)).to(model.device)
+            inputs = encode_prompt(tokenizer, render(task, tokenizer, answers)).to(model.device)
             prompt_len = inputs["input_ids"].shape[1]
             prompt_id = task.prompt_id + (f"_t{turn + 1}" if len(task.turns) > 1 else "")
             others = names[1:]
@@ -144,8 +176,9 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
                 clock = FirstTokenClock()
                 torch.manual_seed(seed)
                 start = time.perf_counter()
-                out, stats = method(name)(model, tokenizer, inputs, max_new_tokens, clock,
-                                          plain if sampling else reference, sampling)
+                out, stats = method(name)(
+                    model, tokenizer, inputs, max_new_tokens, clock, plain if sampling else reference, sampling
+                )
                 if out.device.type == "cuda":  # the clock stops when the device's work is done, not queued
                     torch.cuda.synchronize(out.device)
                 total = time.perf_counter() - start
@@ -153,22 +186,39 @@ def run(model_name, suites, methods, limit, max_new_tokens, progress=True, tempe
                     reference = out[0].tolist()
                     text = plain if sampling else reference  # the text every loop method writes
                     answers.append(tokenizer.decode(text[prompt_len:], skip_special_tokens=True))
-                    outputs.append({"suite": task.suite, "prompt_id": prompt_id, "prompt_len": prompt_len,
-                                    "tokens": text})
+                    outputs.append(
+                        {"suite": task.suite, "prompt_id": prompt_id, "prompt_len": prompt_len, "tokens": text}
+                    )
                 prefill = (clock.first - start) if clock.first else total
                 identical = out[0].tolist() == reference if not sampling else None
                 same_as_plain = out[0].tolist() == plain if sampling and in_loop(name) else None
                 if identical is False or same_as_plain is False:
-                    mismatches.append({"suite": task.suite, "prompt_id": prompt_id, "method": name, "repeat": repeat,
-                                       "against": "no_draft" if sampling else "vanilla"})
-                runs.append({
-                    "suite": task.suite, "prompt_id": prompt_id, "method": name, "repeat": repeat,
-                    "new_tokens": int(out.shape[1] - prompt_len), "prompt_tokens": int(prompt_len),
-                    "prefill_s": round(prefill, 4), "decode_s": round(total - prefill, 4), "total_s": round(total, 4),
-                    "identical_to_vanilla": identical, "identical_to_no_draft": same_as_plain,
-                    "mean_accepted": round(stats.mean_accepted_length, 3) if stats and stats.passes else None,
-                    "passes": stats.passes if stats else None,
-                })
+                    mismatches.append(
+                        {
+                            "suite": task.suite,
+                            "prompt_id": prompt_id,
+                            "method": name,
+                            "repeat": repeat,
+                            "against": "no_draft" if sampling else "vanilla",
+                        }
+                    )
+                runs.append(
+                    {
+                        "suite": task.suite,
+                        "prompt_id": prompt_id,
+                        "method": name,
+                        "repeat": repeat,
+                        "new_tokens": int(out.shape[1] - prompt_len),
+                        "prompt_tokens": int(prompt_len),
+                        "prefill_s": round(prefill, 4),
+                        "decode_s": round(total - prefill, 4),
+                        "total_s": round(total, 4),
+                        "identical_to_vanilla": identical,
+                        "identical_to_no_draft": same_as_plain,
+                        "mean_accepted": round(stats.mean_accepted_length, 3) if stats and stats.passes else None,
+                        "passes": stats.passes if stats else None,
+                    }
+                )
                 if stats and (name == "draftless" or variant_config(name) is not None):  # its choices, pass by pass
                     runs[-1]["draft_trace"] = [list(p) for p in stats.draft_trace]
                     runs[-1]["pass_seconds"] = list(stats.pass_seconds)  # what the policy learned its curve from
@@ -201,18 +251,67 @@ def _csv(value, allowed, what, variants=False):
         except (ValueError, TypeError) as err:
             raise argparse.ArgumentTypeError(str(err)) from None
     if bad or not items:
-        raise argparse.ArgumentTypeError(f"unknown {what} {bad}; choose from {', '.join(allowed)}"
-                                         + (" or draftless[knob=value]" if variants else ""))
+        raise argparse.ArgumentTypeError(
+            f"unknown {what} {bad}; choose from {', '.join(allowed)}"
+            + (" or draftless[knob=value]" if variants else "")
+        )
     return items
 
 
-def main(argv=None, prog="python -m benchmarks.run"):
+def provenance():
+    """What a recorded run was measured with: the commit (with ``+dirty`` for uncommitted changes), the date, the
+    CPU's model, the thread count and the library versions, so that a JSON file says where its figures come
+    from."""
+    import datetime
+    import platform
+    import subprocess
+
+    import transformers
+
+    root = Path(__file__).resolve().parent
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, check=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout.strip()
+        commit += "+dirty" if dirty else ""
+    except (OSError, subprocess.SubprocessError):
+        commit = None  # an installed copy, not a checkout
+    cpu = platform.processor() or None
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            cpu = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return {
+        "commit": commit,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+    }
+
+
+def main(argv=None, prog=None):
+    if prog is None:  # the console script, or python -m in a checkout
+        prog = "draftless-bench" if Path(sys.argv[0]).name == "draftless-bench" else "python -m benchmarks.run"
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="gemma-3-270m")
     parser.add_argument("--suite", default=",".join(SUITES), type=lambda v: _csv(v, SUITES, "suite"))
     allowed = DEFAULT_METHODS + tuple(m for m in METHODS if m not in DEFAULT_METHODS)  # oracle_k*, draftless_quick
-    parser.add_argument("--methods", default=",".join(DEFAULT_METHODS),
-                        type=lambda v: _csv(v, allowed, "method", variants=True))
+    parser.add_argument(
+        "--methods", default=",".join(DEFAULT_METHODS), type=lambda v: _csv(v, allowed, "method", variants=True)
+    )
     parser.add_argument("--limit", type=int, default=None, help="prompts per suite")
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--json", type=Path)
@@ -244,20 +343,36 @@ def main(argv=None, prog="python -m benchmarks.run"):
     except ValueError as err:
         parser.error(str(err))
     save = (lambda partial: args.json.write_text(json.dumps(partial, indent=1))) if args.json else None
-    result = run(args.model, args.suite, args.methods, args.limit, args.max_new_tokens,
-                 temperature=args.temperature, top_p=args.top_p, checkpoint=save, repeats=args.repeats,
-                 device=args.device, dtype=args.dtype)
+    result = run(
+        args.model,
+        args.suite,
+        args.methods,
+        args.limit,
+        args.max_new_tokens,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        checkpoint=save,
+        repeats=args.repeats,
+        device=args.device,
+        dtype=args.dtype,
+    )
     print(f"model load: {result['load_s']} s; Numba compile and warm-up: {result['compile_s']} s")
-    print(f"cost curve calibration: {result['calibrate_s']} s; c(k) at k={result['cost_curve']['ks']}: "
-          f"{[round(x, 5) for x in result['cost_curve']['seconds']]} s")
+    print(
+        f"cost curve calibration: {result['calibrate_s']} s; c(k) at k={result['cost_curve']['ks']}: "
+        f"{[round(x, 5) for x in result['cost_curve']['seconds']]} s"
+    )
     for name, c in result["prepared_cost_curves"].items():
-        print(f"{name}'s own curve, measured in {result['prepare_s']} s: c(k) at k={c['ks']}: "
-              f"{[round(x, 5) for x in c['seconds']]} s")
+        print(
+            f"{name}'s own curve, measured in {result['prepare_s']} s: c(k) at k={c['ks']}: "
+            f"{[round(x, 5) for x in c['seconds']]} s"
+        )
     table = report.markdown(result["summary"], result["model"])
     print(table)
     if result["mismatches"]:
-        print("OUTPUTS DIFFERING FROM VANILLA (greedy) OR FROM THE LOOP'S PLAIN STEPS WITH THE SAME SEED (sampled):",
-              json.dumps(result["mismatches"]))
+        print(
+            "OUTPUTS DIFFERING FROM VANILLA (greedy) OR FROM THE LOOP'S PLAIN STEPS WITH THE SAME SEED (sampled):",
+            json.dumps(result["mismatches"]),
+        )
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
     if args.markdown:

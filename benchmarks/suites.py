@@ -12,10 +12,14 @@ from pathlib import Path
 
 DATA = Path(__file__).parent / "data" / "spec_bench" / "question_dev.jsonl"
 SUITES = ("code_edit", "summarization", "rag", "qa", "translation", "math", "multi_turn", "repetitive")
-_SPEC_BENCH = {"summarization": ("summarization",), "rag": ("rag",), "qa": ("qa",), "translation": ("translation",),
-               "math": ("math_reasoning",),
-               "multi_turn": ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem",
-                              "humanities")}
+_SPEC_BENCH = {
+    "summarization": ("summarization",),
+    "rag": ("rag",),
+    "qa": ("qa",),
+    "translation": ("translation",),
+    "math": ("math_reasoning",),
+    "multi_turn": ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities"),
+}
 
 
 @dataclass(frozen=True)
@@ -54,22 +58,39 @@ def _code_tasks():
         (string.Formatter.vformat, "Rename `used_args` to `consumed`."),
         (textwrap.shorten, "Add a docstring example."),
     ]
-    return [Task("code_edit", f"code_{i}", (f"{instruction} Output the whole function.\n\n"
-                                            f"```python\n{inspect.getsource(fn)}```",), "```python\n")
-            for i, (fn, instruction) in enumerate(picks)]
+    return [
+        Task(
+            "code_edit",
+            f"code_{i}",
+            (f"{instruction} Output the whole function.\n\n```python\n{inspect.getsource(fn)}```",),
+            "```python\n",
+        )
+        for i, (fn, instruction) in enumerate(picks)
+    ]
 
 
 def _repetitive_tasks():
     """Structured rewriting in which most of the output repeats the input."""
-    rows = [("alice", 34, "paris", "engineer"), ("bob", 27, "lyon", "designer"), ("carol", 45, "nice", "doctor"),
-            ("dave", 31, "lille", "teacher"), ("erin", 29, "nantes", "chef"), ("frank", 52, "rennes", "pilot")]
+    rows = [
+        ("alice", 34, "paris", "engineer"),
+        ("bob", 27, "lyon", "designer"),
+        ("carol", 45, "nice", "doctor"),
+        ("dave", 31, "lille", "teacher"),
+        ("erin", 29, "nantes", "chef"),
+        ("frank", 52, "rennes", "pilot"),
+    ]
     csv = "name,age,city,job\n" + "\n".join(",".join(map(str, r)) for r in rows)
-    log = "\n".join(f"2024-03-0{d} 12:0{m}:00 INFO worker-{m} processed batch {d * 10 + m} in {40 + m}ms"
-                    for d in range(1, 4) for m in range(1, 5))
-    config = "\n".join(f"[server{i}]\nhost = 10.0.0.{i}\nport = {8000 + i}\nworkers = {i + 2}\ntimeout = 30\n"
-                       for i in range(1, 6))
+    log = "\n".join(
+        f"2024-03-0{d} 12:0{m}:00 INFO worker-{m} processed batch {d * 10 + m} in {40 + m}ms"
+        for d in range(1, 4)
+        for m in range(1, 5)
+    )
+    config = "\n".join(
+        f"[server{i}]\nhost = 10.0.0.{i}\nport = {8000 + i}\nworkers = {i + 2}\ntimeout = 30\n" for i in range(1, 6)
+    )
     table = "| id | item | qty | price |\n|---|---|---|---|\n" + "\n".join(
-        f"| {i} | item-{i} | {i * 3} | {i * 2.5:.2f} |" for i in range(1, 9))
+        f"| {i} | item-{i} | {i * 3} | {i * 2.5:.2f} |" for i in range(1, 9)
+    )
     tasks = [
         ("csv_to_jsonl", f"Convert this CSV to JSON lines, one object per row:\n\n{csv}"),
         ("extend_log", f"Continue this log with 8 more lines in exactly the same format:\n\n{log}"),
@@ -90,8 +111,10 @@ def build(suite, limit=None):
     elif suite == "repetitive":
         tasks = _repetitive_tasks()
     else:
-        tasks = [Task(suite, f"sb_{r['question_id']}", tuple(r["turns"]) if suite == "multi_turn" else (r["turns"][0],))
-                 for r in _spec_bench(_SPEC_BENCH[suite])]
+        tasks = [
+            Task(suite, f"sb_{r['question_id']}", tuple(r["turns"]) if suite == "multi_turn" else (r["turns"][0],))
+            for r in _spec_bench(_SPEC_BENCH[suite])
+        ]
     return tasks[:limit] if limit else tasks
 
 
@@ -128,7 +151,7 @@ def render(task, tokenizer, earlier_answers=()):
     user, answer = _COMPLETION[task.suite]
     text = task.turns[0]
     if task.suite == "summarization" and text.startswith("Summarize: "):
-        text = text[len("Summarize: "):]
+        text = text[len("Summarize: ") :]
     parts = [f"{user}{text}{answer}"]
     for i, later in enumerate(turns[1:]):
         parts.append(f" {earlier_answers[i].strip()}\n{user}{later}{answer}")

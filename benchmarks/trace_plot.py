@@ -24,7 +24,7 @@ from draftless.integration import SpeculativeGenerator, load_model
 from draftless.lookup import AdaptiveConfig, AdaptiveProposer
 from draftless.lookup.cost_model import CostCurve
 
-from .run import _encode
+from .run import encode_prompt
 from .suites import SUITES, build, render
 
 
@@ -34,7 +34,7 @@ def trace(model_name, suite, prompt_id, max_new_tokens, cost=None):
     if not tasks:
         raise ValueError(f"no prompt {prompt_id!r} in suite {suite!r}")
     task = tasks[0]
-    inputs = _encode(tokenizer, render(task, tokenizer))
+    inputs = encode_prompt(tokenizer, render(task, tokenizer))
     proposer = None if cost is None else AdaptiveProposer(AdaptiveConfig(shape_rate=0.0), cost=cost)
     gen = SpeculativeGenerator(model, tokenizer, proposer=proposer)
     t0 = time.perf_counter()
@@ -42,23 +42,36 @@ def trace(model_name, suite, prompt_id, max_new_tokens, cost=None):
     seconds = time.perf_counter() - t0
     reference = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False)
     stats = gen.last_stats
-    return {"model": model_name, "suite": suite, "prompt_id": task.prompt_id,
-            "prompt_tokens": int(inputs["input_ids"].shape[1]), "new_tokens": stats.new_tokens,
-            "seconds": round(seconds, 3), "passes": stats.passes,
-            "mean_accepted": round(stats.mean_accepted_length, 3),
-            "identical_to_vanilla": bool(torch.equal(out, reference)),
-            "draft_trace": [list(p) for p in stats.draft_trace]}
+    return {
+        "model": model_name,
+        "suite": suite,
+        "prompt_id": task.prompt_id,
+        "prompt_tokens": int(inputs["input_ids"].shape[1]),
+        "new_tokens": stats.new_tokens,
+        "seconds": round(seconds, 3),
+        "passes": stats.passes,
+        "mean_accepted": round(stats.mean_accepted_length, 3),
+        "identical_to_vanilla": bool(torch.equal(out, reference)),
+        "draft_trace": [list(p) for p in stats.draft_trace],
+    }
 
 
 def recorded(run, suite, prompt_id):
     """The same result for a ``draftless`` run recorded by ``benchmarks.run --json`` (no model runs)."""
     for r in run["runs"]:
         if r["method"] == "draftless" and r["suite"] == suite and (prompt_id is None or r["prompt_id"] == prompt_id):
-            return {"model": run["model"], "suite": suite, "prompt_id": r["prompt_id"],
-                    "prompt_tokens": r.get("prompt_tokens"), "new_tokens": r["new_tokens"],
-                    "seconds": r["total_s"], "passes": r["passes"],
-                    "mean_accepted": r["mean_accepted"],
-                    "identical_to_vanilla": r["identical_to_vanilla"], "draft_trace": r["draft_trace"]}
+            return {
+                "model": run["model"],
+                "suite": suite,
+                "prompt_id": r["prompt_id"],
+                "prompt_tokens": r.get("prompt_tokens"),
+                "new_tokens": r["new_tokens"],
+                "seconds": r["total_s"],
+                "passes": r["passes"],
+                "mean_accepted": r["mean_accepted"],
+                "identical_to_vanilla": r["identical_to_vanilla"],
+                "draft_trace": r["draft_trace"],
+            }
     raise ValueError(f"no recorded draftless run of {suite}/{prompt_id}")
 
 
@@ -79,8 +92,10 @@ def plot(result, path):
     ax.scatter(xs, accepted, s=12, color="tab:orange", label="draft tokens accepted", zorder=3)
     ax.set_xlabel("tokens generated before the pass")
     ax.set_ylabel("tokens")
-    ax.set_title(f"{result['model']}, {result['suite']}/{result['prompt_id']}: {result['new_tokens']} tokens in "
-                 f"{result['passes']} passes (mean accepted {result['mean_accepted']:.2f} incl. bonus)")
+    ax.set_title(
+        f"{result['model']}, {result['suite']}/{result['prompt_id']}: {result['new_tokens']} tokens in "
+        f"{result['passes']} passes (mean accepted {result['mean_accepted']:.2f} incl. bonus)"
+    )
     ax.legend(loc="upper right")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -116,9 +131,11 @@ def main(argv=None):
 def _report(result, json_path):
     if json_path:
         json_path.write_text(json.dumps(result, indent=1))
-    sys.stdout.write(f"{result['prompt_id']}: {result['new_tokens']} tokens, {result['passes']} passes, "
-                     f"mean accepted {result['mean_accepted']}, identical to vanilla: "
-                     f"{result['identical_to_vanilla']}; k per pass: {[k for k, _ in result['draft_trace']]}\n")
+    sys.stdout.write(
+        f"{result['prompt_id']}: {result['new_tokens']} tokens, {result['passes']} passes, "
+        f"mean accepted {result['mean_accepted']}, identical to vanilla: "
+        f"{result['identical_to_vanilla']}; k per pass: {[k for k, _ in result['draft_trace']]}\n"
+    )
     return result
 
 

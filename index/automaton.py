@@ -19,8 +19,25 @@ Before the refresh, the kernel records the answer to "longest suffix that also o
 from numba import njit
 
 from .layout import (
-    COUNT, EDGE_DST, EDGE_NEXT, EDGES_NEEDED, FIRST, HEAD, LAST, LEN, LINK, MATCH_FIRST,
-    MATCH_LEN, MATCH_RECENT, MATCH_STATE, MAX_TABLE_LOAD, N_EDGES, N_STATES, N_TOKENS, RECENT, ROOT,
+    COUNT,
+    EDGE_DST,
+    EDGE_NEXT,
+    EDGES_NEEDED,
+    FIRST,
+    HEAD,
+    LAST,
+    LEN,
+    LINK,
+    MATCH_FIRST,
+    MATCH_LEN,
+    MATCH_RECENT,
+    MATCH_STATE,
+    MAX_TABLE_LOAD,
+    N_EDGES,
+    N_STATES,
+    N_TOKENS,
+    RECENT,
+    ROOT,
 )
 from .transitions import add_edge, edge_token, edges_needed, find_edge
 
@@ -60,13 +77,13 @@ def _append_one(tokens, nodes, edges, table, meta, c, depth):
             nodes[cur, LINK] = q
         else:  # split q: the clone keeps the shorter strings, whose end positions gain n
             clone = n_states
-            _new_state(nodes, clone, nodes[p, LEN] + 1, nodes[q, LINK], nodes[q, FIRST],
-                               nodes[q, RECENT], nodes[q, COUNT])
+            _new_state(
+                nodes, clone, nodes[p, LEN] + 1, nodes[q, LINK], nodes[q, FIRST], nodes[q, RECENT], nodes[q, COUNT]
+            )
             n_states += 1
             f = nodes[q, HEAD]
             while f != -1:
-                add_edge(nodes, edges, table, n_edges, clone, edge_token(nodes, edges, tokens, f),
-                                        edges[f, EDGE_DST])
+                add_edge(nodes, edges, table, n_edges, clone, edge_token(nodes, edges, tokens, f), edges[f, EDGE_DST])
                 n_edges += 1
                 f = edges[f, EDGE_NEXT]
             while p != -1:
@@ -107,8 +124,12 @@ def extend_automaton(tokens, nodes, edges, table, meta, new_tokens, depth):
         c = new_tokens[i]
         n_edges = meta[N_EDGES]
         need = edges_needed(nodes, edges, table, tokens, meta[LAST], c)
-        no_room = (meta[N_TOKENS] >= tokens.shape[0] or meta[N_STATES] + 2 > nodes.shape[0]
-                   or n_edges + need > edges.shape[0] or n_edges + need > MAX_TABLE_LOAD * table.shape[0])
+        no_room = (
+            meta[N_TOKENS] >= tokens.shape[0]
+            or meta[N_STATES] + 2 > nodes.shape[0]
+            or n_edges + need > edges.shape[0]
+            or n_edges + need > MAX_TABLE_LOAD * table.shape[0]
+        )
         if no_room:
             meta[EDGES_NEEDED] = need
             return i

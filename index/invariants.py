@@ -48,7 +48,7 @@ def _require(ok, what):
 
 
 def check_index(index, sample=256):
-    tokens, nodes, edges, meta = index._state_arrays()
+    tokens, nodes, edges, meta = index.state_arrays()
     n, ns, ne = int(meta[L.N_TOKENS]), int(meta[L.N_STATES]), int(meta[L.N_EDGES])
     _require(ns >= 1 and nodes[0, L.LEN] == 0 and nodes[0, L.LINK] == -1, "state 0 is the root")
     _require(ns <= max(n + 1, 2 * n - 1), f"at most 2n-1 states ({ns} for n={n})")
@@ -64,14 +64,18 @@ def check_index(index, sample=256):
     src, dst = edges[:, L.EDGE_SRC], edges[:, L.EDGE_DST]
     _require(np.all((src >= 0) & (src < ns) & (dst > 0) & (dst < ns)), "edges join states")
     _require(np.all(nodes[dst, L.LEN] >= nodes[src, L.LEN] + 1), "a transition adds a token")
-    _require(_edge_faults(index._nodes[:ns], index._edges, index._table, index._tokens, ne) == 0,
-             "every edge is findable, once, by its (source, token)")
+    _require(
+        _edge_faults(index._nodes[:ns], index._edges, index._table, index._tokens, ne) == 0,
+        "every edge is findable, once, by its (source, token)",
+    )
     last = int(meta[L.LAST])
     _require(nodes[last, L.LEN] == n, "the last state spells the whole stream")
     if n:
         v = int(nodes[last, L.LINK])
-        _require(int(meta[L.MATCH_STATE]) == v and int(meta[L.MATCH_LEN]) == nodes[v, L.LEN],
-                 "the recorded match is the suffix link of the last state")
+        _require(
+            int(meta[L.MATCH_STATE]) == v and int(meta[L.MATCH_LEN]) == nodes[v, L.LEN],
+            "the recorded match is the suffix link of the last state",
+        )
     sampled = np.unique(np.linspace(1, ns - 1, num=min(sample, ns - 1), dtype=np.int64)) if ns > 1 else []
     budget = max(4 * n, 2**20)  # tokens walked in all, the shortest sampled strings first: linear in n
     for v in sorted(sampled, key=lambda state: nodes[state, L.LEN]):
@@ -79,5 +83,7 @@ def check_index(index, sample=256):
         budget -= ln
         if budget < 0:
             break
-        _require(_walk(index._nodes, index._edges, index._table, index._tokens, end - ln + 1, end + 1) == v,
-                 f"state {v} is reached by its longest string")
+        _require(
+            _walk(index._nodes, index._edges, index._table, index._tokens, end - ln + 1, end + 1) == v,
+            f"state {v} is reached by its longest string",
+        )

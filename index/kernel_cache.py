@@ -34,9 +34,12 @@ def ensure_kernel_cache(source_file):
         return None
     folder = str(user_temporary("draftless-numba"))
     config.CACHE_DIR = folder
-    logger.warning("draftless: Numba cannot cache compiled kernels beside %s nor in the user cache directory; "
-                   "caching them in %s (set NUMBA_CACHE_DIR to choose the directory)", os.path.dirname(source_file),
-                   folder)
+    logger.warning(
+        "draftless: Numba cannot cache compiled kernels beside %s nor in the user cache directory; "
+        "caching them in %s (set NUMBA_CACHE_DIR to choose the directory)",
+        os.path.dirname(source_file),
+        folder,
+    )
     return folder
 
 
@@ -49,9 +52,7 @@ def user_temporary(name):
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         info = folder.lstat()
-        private = (stat.S_ISDIR(info.st_mode) and not info.st_mode & 0o022
-                   and (user is None or info.st_uid == user))
+        private = stat.S_ISDIR(info.st_mode) and not info.st_mode & 0o022 and (user is None or info.st_uid == user)
     except OSError:
         private = False
     return folder if private else Path(tempfile.mkdtemp(prefix=f"{name}-"))
-

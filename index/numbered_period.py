@@ -75,8 +75,8 @@ def _run_value(x, start, stop, digit_of):
 @njit(cache=True)
 def stepped_token(x, t, digit_of, digit_ids, p):
     """The stepped copy's token at position ``t`` of ``x`` (``x[:t]`` written), or -1 where it stops (see the
-    module doc). Reads ``x[t - 2 * p - MAX_NUMBER_DIGITS - 2: t]`` at most: a window of the stream that reaches
-that far back gives the token the whole stream would."""
+        module doc). Reads ``x[t - 2 * p - MAX_NUMBER_DIGITS - 2: t]`` at most: a window of the stream that reaches
+    that far back gives the token the whole stream would."""
     if t - p < 0:
         return -1
     b = x[t - p]
@@ -135,7 +135,7 @@ def stepped_continuation(tokens, n, digit_of, digit_ids, p, k):
             break
         x[filled] = token
         filled += 1
-    return x[n - lo: filled].copy()
+    return x[n - lo : filled].copy()
 
 
 @njit(cache=True)

@@ -76,8 +76,9 @@ class SuffixIndex:
         done = 0
         while done < arr.size:
             rest = arr[done:] if done else arr
-            done += extend_automaton(self._tokens, self._nodes, self._edges, self._table, self._meta, rest,
-                                     self.recency_depth)
+            done += extend_automaton(
+                self._tokens, self._nodes, self._edges, self._table, self._meta, rest, self.recency_depth
+            )
             if done < arr.size:
                 self._make_room(arr.size - done)
 
@@ -131,7 +132,7 @@ class SuffixIndex:
         if end >= n:
             raise ValueError(f"end must be in [-1, {n - 1}], got {end}")
         k = check_positive_int(k, "k", minimum=0)
-        return self._tokens[end + 1: min(n, end + 1 + k)].copy()
+        return self._tokens[end + 1 : min(n, end + 1 + k)].copy()
 
     def continuations(self, limit=4, state=None):
         """Distinct tokens that followed the current longest match (or ``state``), most frequent first,
@@ -186,6 +187,9 @@ class SuffixIndex:
 
     def state_ends(self, state):
         """``(recent_end, first_end)`` of a state's strings (-1, -1 for the root)."""
+        state = check_positive_int(state, "state", minimum=0)
+        if state >= int(self._meta[L.N_STATES]):
+            raise ValueError(f"state must be below the index's {int(self._meta[L.N_STATES])} states, got {state}")
         if state == L.ROOT:
             return -1, -1
         return int(self._nodes[state, L.RECENT]), int(self._nodes[state, L.FIRST])
@@ -198,6 +202,8 @@ class SuffixIndex:
 
     # -- persistence and checks ------------------------------------------------------------------------
     def save(self, path):
+        """Write the index to ``path`` (a file name) as ``.npz``: plain arrays, no pickle, written atomically, so
+        that a failed save leaves a file already there as it was."""
         from .storage import save_index
 
         save_index(self, path)
@@ -215,16 +221,16 @@ class SuffixIndex:
 
         check_index(self)
 
-    def _state_arrays(self):
+    def state_arrays(self):
         """The used part of every array, for saving and checking."""
         m = self._meta
-        return (self._tokens[: m[L.N_TOKENS]], self._nodes[: m[L.N_STATES]], self._edges[: m[L.N_EDGES]],
-                self._meta)
+        return (self._tokens[: m[L.N_TOKENS]], self._nodes[: m[L.N_STATES]], self._edges[: m[L.N_EDGES]], self._meta)
 
     def __repr__(self):
-        return (f"SuffixIndex(tokens={len(self)}, states={self.num_states}, edges={self.num_edges}, "
-                f"vocab_size={self.vocab_size})")
-
+        return (
+            f"SuffixIndex(tokens={len(self)}, states={self.num_states}, edges={self.num_edges}, "
+            f"vocab_size={self.vocab_size})"
+        )
 
 
 def _doubled(arr, used, need):

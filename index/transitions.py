@@ -1,8 +1,8 @@
 """Numba kernels for the transition store: edge rows chained per state, found through a hash table.
 
 A suffix automaton over a 262k (or 2^31) vocabulary cannot hold dense transition rows, so transitions are
-edge rows ``(src, dst, next)`` labelled by ``edge_token``: ``next`` chains the edges of one state (enumeration, cloning) and an
-open-addressing table maps ``(src, token)`` to the row (O(1) lookup). Edges are never deleted; a clone
+edge rows ``(src, dst, next)`` labelled by ``edge_token``: ``next`` chains the edges of one state (enumeration,
+cloning) and an open-addressing table maps ``(src, token)`` to the row (O(1) lookup). Edges are never deleted; a clone
 redirects ``dst`` in place.
 
 Invariant: every edge row ``e < n_edges`` is reachable from ``table`` at the probe sequence of

@@ -43,6 +43,7 @@ def as_token_array(tokens, vocab_size, name="tokens"):
         if arr.ndim == 1 and arr.size == 0:
             return np.empty(0, dtype=np.int32)
         if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
+            _refuse_out_of_range_ints(tokens, vocab_size, name)  # Python ints too large for int64
             raise TypeError(f"{name} must hold integer token ids, got dtype {arr.dtype}")
         if arr.ndim != 1:
             raise ValueError(f"{name} must be 1-D, got an array of shape {arr.shape}")
@@ -53,3 +54,15 @@ def as_token_array(tokens, vocab_size, name="tokens"):
         if hi >= vocab_size:
             raise ValueError(f"{name} holds token id {hi}, past the vocabulary (vocab_size={vocab_size})")
     return np.ascontiguousarray(arr, dtype=np.int32)
+
+
+def _refuse_out_of_range_ints(tokens, vocab_size, name):
+    """A ``ValueError`` naming the first id out of range where ``tokens`` is a flat sequence of Python ints that
+    numpy could not hold as integers (beyond int64); nothing otherwise."""
+    if not isinstance(tokens, (list, tuple)):
+        return
+    if not all(isinstance(t, numbers.Integral) and not isinstance(t, bool) for t in tokens):
+        return
+    bad = next((int(t) for t in tokens if not 0 <= int(t) < vocab_size), None)
+    if bad is not None:
+        raise ValueError(f"{name} holds token id {bad}, outside [0, {vocab_size})")

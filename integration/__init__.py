@@ -8,17 +8,18 @@ import importlib
 # each public name -> the module that defines it
 _EXPORTS = {
     "DraftConfig": "draftless.lookup",
+    "FastPassOptions": ".fastpass",
     "GenerationStats": ".generation_stats",
     "SpeculativeGenerator": ".speculative",
     "UnsupportedGeneration": ".generation_plan",
-    "disable": ".switch",
-    "enable": ".switch",
-    "forget_request_starts": ".request_starts",
+    "disable": ".enabling",
+    "enable": ".enabling",
+    "forget_request_starts": ".kept_state",
     "generate": ".speculative",
-    "is_enabled": ".switch",
+    "is_enabled": ".enabling",
     "load_model": ".models",
     "load_tokenizer": ".models",
-    "stats": ".switch",
+    "stats": ".enabling",
 }
 __all__ = sorted(_EXPORTS)
 

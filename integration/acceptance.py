@@ -23,7 +23,7 @@ def greedy_accept(logits, draft, prefix_ids, processors):
     rows = []
     for i in range(k + 1):  # returns at the first mismatch, at the latest at i == k (the bonus)
         seq = torch.cat([prefix_ids, draft[:i].view(1, -1)], dim=1) if i else prefix_ids
-        scores = processors(seq, logits[i: i + 1].clone())
+        scores = processors(seq, logits[i : i + 1].clone())
         rows.append(scores[0])
         choice = scores[0].argmax()
         if i == k or choice != draft[i]:
@@ -74,13 +74,13 @@ class TokenDraws:
             return cls(int(torch.randint(0, 2**62, ())))
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-        if not -2**63 <= seed < 2**64:  # what torch's manual_seed takes
+        if not -(2**63) <= seed < 2**64:  # what torch's manual_seed takes
             raise ValueError(f"seed must lie in [-2**63, 2**64), got {seed}")
         return cls(seed)
 
     def uniform(self, position):
         """A float in [0, 1) for the token at ``position`` (its index in the sequence)."""
-        return (_mix(self.key ^ _mix(int(position))) >> 11) * 2.0 ** -53
+        return (_mix(self.key ^ _mix(int(position))) >> 11) * 2.0**-53
 
 
 def draw_token(probs, u):
@@ -103,8 +103,9 @@ def is_drawn(probs, token, u):
     """Whether ``draw_token(probs, u)`` is ``token``, from two sums rather than the whole cumulative
     distribution, which costs several times as much over a large vocabulary (the two can disagree only where
     ``u`` falls within float64 rounding of an edge of the token's interval)."""
-    sums = torch.stack([torch.sum(probs, dtype=torch.float64), torch.sum(probs[:token], dtype=torch.float64),
-                        probs[token].double()])
+    sums = torch.stack(
+        [torch.sum(probs, dtype=torch.float64), torch.sum(probs[:token], dtype=torch.float64), probs[token].double()]
+    )
     total, below, p = sums.tolist()  # one read back from the device for the three
     return below <= u * total < below + p
 
@@ -127,7 +128,7 @@ def sample_accept(logits, draft, prefix_ids, processors, draws):
     screened = hasattr(logits, "row")  # ``screened_sampling.ScreenedRows``: rows over their candidates alone
     for i in range(k + 1):
         seq = torch.cat([prefix_ids, draft[:i].view(1, -1)], dim=1) if i else prefix_ids
-        row, ids = logits.row(i) if screened else (logits[i: i + 1], None)
+        row, ids = logits.row(i) if screened else (logits[i : i + 1], None)
         scores = processors(seq, row.clone()) if len(processors) else row
         rows.append(scores[0])
         probs, u = torch.softmax(scores[0], dim=-1), draws.uniform(start + i)

@@ -1,17 +1,15 @@
-"""Calibrating the target: the linear layers' fastest forms (``linear_plan``) and the cost curve c(k),
-seconds of one verification pass over 1 + k tokens (measured with those forms in place).
+"""Calibrating the target: the linear layers' fastest forms (``fastpass.linear_plan``) and the cost curve c(k),
+seconds of one verification pass over 1 + k tokens measured with those forms in place (docs/calibration.md).
 
-Measured once for the actual model, device, dtype and thread count (on a 2-core CPU with a 32 MiB cache, 1.5 s
-for SmolLM2-135M's linear plans and 1.7 s for its curve, 1.6 s and 2.9 s for Gemma 3 270M's on session 32's host;
-0.4-0.9 s less since session 36, the passes' context filled rather than prefilled: ``pass_timing``) and cached
-on disk under the user cache dir, keyed by all four (and the torch and transformers versions, and the processor
-or GPU behind the device): a changed dtype, thread count or machine recalibrates. "The model" is its
-architecture, not its weights or name: fine-tunes of one base model, a training run's checkpoints and one model
-copied to another directory share a calibration (``calibration_key``). The adaptive policy then scales the curve
-online by the passes the run makes, and learns its shape from them, kept beside it (``learned_shape``).
+Measured once for the model's architecture, device, dtype and thread count (and the torch and transformers
+versions, and the processor behind the device: ``store.calibration_key``) and cached on disk; the adaptive policy
+then scales the curve online by the passes a run makes and learns its shape from them (``kept_state``).
 """
 
+from __future__ import annotations
+
 import logging
+import time
 
 import torch
 
@@ -20,44 +18,57 @@ from draftless.lookup.config import check_max_draft
 from draftless.lookup.cost_model import CostCurve
 
 from . import kv_cache, pass_check
-from .attention import grouped_query_sdpa
-from .calibration_cache import _MEMO, cache_file, cached, read_cached, stage_progress
-from .calibration_key import (  # noqa: F401 (names kept importable from here)
-    CHECKPOINT_FIELDS, METHOD_VERSION, attention_implementations, calibration_key, processor_identity, timing_config,
-)
-from .lean_layers import lean_layers, verification_cached
-from .lean_layers import verified as lean_verified
-from .linear_plan import LinearPlans, measure_linear_plans, planned_linears
-from .models import cache_root
+from .fastpass.lean_layers import lean_layers, verification_cached
+from .fastpass.lean_layers import verified as lean_verified
+from .fastpass.linear_plan import LinearPlans, measure_linear_plans, planned_linears
+from .fastpass.screened_head import SCREEN_FORM_KIND, ScreenedHead, decode_form, product_form
+from .fastpass.screened_sampling import MAX_TOP_K
+from .fastpass.staged_head import HeadClock, StagedHead
+from .fastpass.timing_rounds import step_counter
+from .generation_plan import learned_position_limit
 from .pass_timing import pass_timers, slower_than_longer
-from .screened_head import SCREEN_FORM_KIND, ScreenedHead, decode_form, product_form
-from .staged_head import HeadClock, StagedHead
-from .timing_rounds import step_counter
+from .store import (  # noqa: F401 (names kept importable from here)
+    CHECKPOINT_FIELDS,
+    METHOD_VERSION,
+    Measured,
+    attention_implementations,
+    cache_file,
+    cache_root,
+    cached,
+    calibration_key,
+    forget_read_files,
+    processor_identity,
+    read_cached,
+    stage_progress,
+    timing_config,
+)
 
 logger = logging.getLogger(__name__)
 
-# Both edges of the 8-row stairs: on a CPU a pass over a multiple of 8 rows (k = 7, 15, 23, ...) costs less than
-# one over a row fewer and often less than one over a few rows fewer (Gemma 3 270M, 2-core CPU: k = 14 453 ms,
-# k = 15 301 ms), which a curve interpolated from k = 8, 16, 32, 64 alone cannot show the policy
+# both edges of the 8-row stairs: on a CPU a pass over a multiple of 8 rows (k = 7, 15, 23, ...) can cost less than
+# one over a few rows fewer, which a curve interpolated from k = 8, 16, 32, 64 alone cannot show the policy
 DEFAULT_KS = (0, 1, 2, 3, 4, 7, 8, 15, 16, 23, 24, 31, 32, 47, 48, 63, 64)
-# the lengths of DEFAULT_KS the first calibration times, once each: the others (the dearest to time) are filled
-# in by interpolation and, like every knot, refined by the passes the runs make (``learned_shape``). Dropped are
-# upper stair edges, which interpolation charges too little (so the policy drafts them and learns their price),
-# and lengths between stairs. Twelve lengths (with 8, 16 and 32) until session 38: replayed with 5 % noise on each
-# timing and the shape kept, these nine drafted as fast (-0.2 to +0.9 % on four recorded runs of both models;
-# -0.7 to +0.1 % timed exactly) for three passes fewer ("A calibration of a few seconds, a third time" in
-# ``benchmarks/recorded/README.md``)
+# the lengths of DEFAULT_KS the first calibration times, once each; the others are filled in by interpolation and,
+# like every knot, refined by the passes the runs make. Upper stair edges are left out, which interpolation charges
+# too little, so that the policy drafts them and learns their price
 MEASURED_KS = (0, 1, 2, 3, 4, 7, 15, 31, 63)
-# bumped when the loop's pass changes but the linear layers' plans stand: 2, the reserved KV cache and grouped
-# key/value heads attended as they are; 3, a longer pass may cost less (kept as measured); 4, the output layer's
-# time within each pass kept too (``CostCurve.head``: passes that compute it in stages); 5, the output layer screened
-# in bfloat16 where a greedy run would screen it (``screened_head``); 6, screened from 3 rows, not 9; 7, timed
-# under plans measured again (``PLANS_KIND`` v2: wide forms chosen over both edges of their range); 8, screened
-# from 1 row, not 3; 9, the screen's candidates found in one pass over each row (``screen_candidates``), not by
-# ``torch.topk``, and its product in the form raced faster on the host (``screen_product``); 10, output layers from
-# 24M weights screened (``screened_head.MIN_WEIGHTS``: SmolLM2-135M's passes timed screened); 11, Llama's and
-# Gemma 3's decoder layers run lean (``lean_layers``); 12, Mistral's, Qwen2's and Qwen3's too
+# bumped when the loop's pass changes but the linear layers' plans stand (the cache, the screen, the lean layers),
+# so that curves measured the old way are measured again
 CURVE_VERSION = 12
+
+
+def within_learned_positions(model, measured, context):
+    """``(measured, context)`` cut to fit a model with a table of learned absolute positions (gpt2's
+    ``n_positions``): one prefilled token, the context and a pass over ``1 + k`` tokens must lie within it. The
+    lengths that do not fit are extrapolated from those that do, as any length past the last timed one is; a
+    table too small for two timed lengths is refused."""
+    limit = learned_position_limit(model)
+    if limit is None or context + measured[-1] + 2 <= limit:
+        return measured, context
+    fitting = tuple(k for k in measured if k + 3 <= limit)  # the prefilled token, one of context, 1 + k
+    if len(fitting) < 2:
+        raise ValueError(f"the model's {limit} learned positions are too few to calibrate its passes")
+    return fitting, max(1, min(context, limit - fitting[-1] - 2))
 
 
 @torch.no_grad()
@@ -70,14 +81,10 @@ def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=1, progress=No
     that were. A longer pass may come out cheaper (a multiple of 8 rows on a CPU): the curve keeps it, so that
     the policy drafts the longer, cheaper length. ``progress(done, total)``, if given, after each timed pass.
 
-    One round puts the timed lengths within 1.4-3.8 % of the best of five on average (12 % at worst: a pass
-    slowed by chance), the filled-in ones within 3.6-10.9 % (20 %); the learned shape, kept across runs,
-    corrects a knot timed slow or filled in wrong from the passes drafted there. Two rounds over every length
-    (before session 32) took three times as long for 0.1-0.2 % of modelled speed ("A calibration of a few
-    seconds, again" in ``benchmarks/recorded/README.md``). A length timed slower than a longer one is timed once
-    more (``slower_than_longer``): a knot timed slow is one the policy never drafts, so the passes it makes can
-    never correct it (session 34: k = 31, 32 rows, timed 390 ms against 308 ms for k = 32, and every copy
-    drafted 32 tokens at 290-430 ms a pass)."""
+    One round is enough: the learned shape, kept across runs, corrects a knot timed slow or filled in wrong from
+    the passes drafted there. A length timed slower than a longer one is timed once more
+    (``slower_than_longer``): a knot timed slow is one the policy never drafts, so its passes could never
+    correct it."""
     if not ks or ks[0] != 0:
         raise ValueError(f"ks must start at 0, got {ks}")
     ks = tuple(ks)
@@ -87,6 +94,7 @@ def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=1, progress=No
     if len(measured) < 2 or measured[0] != 0 or not set(measured) <= set(ks) or list(measured) != sorted(set(measured)):
         raise ValueError(f"measured must be increasing lengths of ks, at least 2, starting at 0; got {measured}")
     repeats = check_positive_int(repeats, "repeats")
+    measured, context = within_learned_positions(model, measured, context)
     staging = StagedHead(model)  # whether the loop can stage the output layer on this model: its times kept if so
     screen = ScreenedHead.for_model(model)  # passes a greedy run screens, timed screened (``screened_head``)
     passes = pass_timers(model, measured, context, staging, screen)
@@ -94,11 +102,14 @@ def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=1, progress=No
     tick = step_counter(progress, len(ends) + len(passes) * repeats)
     clock = HeadClock(model)  # the output layer's share of each pass, for passes that compute it in stages
     best, head = [float("inf")] * len(passes), [None] * len(passes)
-    # as the loop runs: each linear layer in its planned form, grouped key/value heads attended as they are
+    # as the loop runs: each linear layer in its planned form, the lean decoder layers
     screened = screen is not None and screen.supported  # the output layer's times then the screen's: none kept
     every = screened and screen.screens(1)  # every pass screened: the output layer's own plan never read
-    with planned_linears(model, cached_linear_plans(model, output_layer=not every)), grouped_query_sdpa(model), \
-            lean_layers(model), clock.installed():
+    with (
+        planned_linears(model, cached_linear_plans(model, output_layer=not every)),
+        lean_layers(model),
+        clock.installed(),
+    ):
         for warm in ends:
             warm()
             if tick is not None:
@@ -132,14 +143,11 @@ def measure_cost_curve(model, ks=DEFAULT_KS, context=256, repeats=1, progress=No
 
 # what ``calibrate``'s ``progress`` is told is being measured
 STAGES = ("linear-layer plans", "cost curve", "pass-length check", "output-layer plan")
-# the plans' cache name; v2 (session 43): wide row counts timed at both edges of the range each serves, so that
-# plans cached before are measured again; v3 (session 44): without the output layer's shape where a screen may
-# serve it (``OUTPUT_PLAN_KIND``)
+# the plans' cache name, its version bumped when plans cached before must be measured again
 PLANS_KIND = "linear-plans-v3"
 # where ``ScreenedHead.may_serve`` the model, its output layer's plan is cached apart under this name and measured
 # only for a run that multiplies by it in fp32 (sampling, logits processors, scores; a model whose logits are not
-# the layer's output): a greedy run screens every pass and never does. On session 44's Xeon, whose 480 MiB cache
-# makes the probe 960 MiB, it is 3.9 s of Gemma 3 270M's 5.7 s of plans
+# the layer's output): a greedy run screens every pass and never does
 OUTPUT_PLAN_KIND = "output-plan-v1"
 
 
@@ -149,20 +157,40 @@ def output_layer_apart(model):
     return tuple(model.get_output_embeddings().weight.shape) if ScreenedHead.may_serve(model) else None
 
 
+# the seconds a stage of the linear plans' race may take: past it (a busy machine) the shapes left keep the plain
+# product and the plans serve this process only; an idle 2-core CPU races a bundled model's in 1-4 s
+PLANS_BUDGET_S = 8.0
+
+
 def cached_linear_plans(model, progress=None, output_layer=True):
     """The linear layers' ``LinearPlans`` for this model/device/dtype/threads, measured on first use; without
     ``output_layer``, that of the output layer left out where it is kept apart (``output_layer_apart``)."""
     apart = output_layer_apart(model)
 
     def measure(stage, shapes):
-        return lambda: measure_linear_plans(model, progress=stage_progress(progress, stage), shapes=shapes)
+        def race():
+            deadline = time.monotonic() + PLANS_BUDGET_S
+            plans = measure_linear_plans(
+                model, progress=stage_progress(progress, stage), shapes=shapes, deadline=deadline
+            )
+            return Measured(plans, steady=time.monotonic() <= deadline)
 
-    body = cached(model, PLANS_KIND, measure(STAGES[0], lambda shape: shape != apart), LinearPlans.to_json,
-                  LinearPlans.from_json)
+        return race
+
+    body = cached(
+        model, PLANS_KIND, measure(STAGES[0], lambda shape: shape != apart), LinearPlans.to_json, LinearPlans.from_json
+    )
     if apart is None or not output_layer:
         return body
-    return body.joined(cached(model, OUTPUT_PLAN_KIND, measure(STAGES[3], lambda shape: shape == apart),
-                              LinearPlans.to_json, LinearPlans.from_json))
+    return body.joined(
+        cached(
+            model,
+            OUTPUT_PLAN_KIND,
+            measure(STAGES[3], lambda shape: shape == apart),
+            LinearPlans.to_json,
+            LinearPlans.from_json,
+        )
+    )
 
 
 def cost_kind(ks):
@@ -224,11 +252,13 @@ def cached_inexact_drafts(model, max_draft=pass_check.MAX_DRAFT, progress=None):
 
     def measure():
         plans = cached_linear_plans(model, progress)
-        return pass_check.measure_inexact_drafts(model, max_draft, plans=plans,
-                                                 progress=stage_progress(progress, STAGES[2]))
+        return pass_check.measure_inexact_drafts(
+            model, max_draft, plans=plans, progress=stage_progress(progress, STAGES[2])
+        )
 
-    return cached(model, _inexact_kind(max_draft), measure, lambda bad: {"inexact": list(bad)},
-                   _inexact_decoder(max_draft))
+    return cached(
+        model, _inexact_kind(max_draft), measure, lambda bad: {"inexact": list(bad)}, _inexact_decoder(max_draft)
+    )
 
 
 def calibrated(model, ks=DEFAULT_KS, max_draft=pass_check.MAX_DRAFT, output_layer=False):
@@ -241,16 +271,19 @@ def calibrated(model, ks=DEFAULT_KS, max_draft=pass_check.MAX_DRAFT, output_laye
     first calibration's progress asks this first, then ``calibrate``s."""
     check_max_draft(max_draft)
     _check_output_layer(output_layer)
-    parts = [(cache_file(model, PLANS_KIND), LinearPlans.from_json), (cache_file(model, cost_kind(tuple(ks))),
-                                                                       _curve_decoder(tuple(ks)))]
+    parts = [
+        (cache_file(model, PLANS_KIND), LinearPlans.from_json),
+        (cache_file(model, cost_kind(tuple(ks))), _curve_decoder(tuple(ks))),
+    ]
     if output_layer and output_layer_apart(model) is not None:
         parts.append((cache_file(model, OUTPUT_PLAN_KIND), LinearPlans.from_json))
     if ScreenedHead.may_serve(model):  # the screen's product form, raced where a screen is built
         parts.append((cache_file(model, SCREEN_FORM_KIND), decode_form))
     if checks_pass_lengths(model):
         parts.append((cache_file(model, _inexact_kind(max_draft)), _inexact_decoder(max_draft)))
-    return all(read_cached(path, decode, warn=False) is not None for path, decode in parts) \
-        and verification_cached(model)
+    return all(read_cached(path, decode, warn=False) is not None for path, decode in parts) and verification_cached(
+        model
+    )
 
 
 def _check_output_layer(output_layer):
@@ -292,7 +325,15 @@ def recalibrate(model, progress=None):
     stale = list((cache_root() / "calibration").glob(f"{key}-*.json"))
     for path in stale:
         path.unlink()
-    for memo in [m for m in _MEMO if key in m]:
-        del _MEMO[memo]
+    forget_read_files(key)
     logger.info("recalibrating %s: %d cached files removed", key, len(stale))
     return calibrate(model, progress, output_layer=True)
+
+
+def multiplies_output_layer(model, do_sample: bool, top_k: int | None) -> bool:
+    """Whether a run multiplies by the whole output layer in fp32, so that its plan is worth measuring up front: a
+    greedy run is screened where a screen may serve (else its plan is read on first use); a sampled one unless a
+    screen serves its top-k cut (``screened_sampling``)."""
+    if not do_sample:
+        return False
+    return not (ScreenedHead.may_serve(model) and top_k is not None and 0 < top_k <= MAX_TOP_K)

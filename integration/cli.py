@@ -4,7 +4,8 @@
                        [--reference doc.txt ...] [--temperature T] [--top-p P] [--top-k K] [--seed N]
                        [--device cpu] [--dtype float32]
     draftless calibrate --model gemma-3-270m [--device cpu] [--dtype float32]
-    draftless bench [benchmarks.run options]      (forwards to python -m benchmarks.run)
+
+The benchmarks have their own command, ``draftless-bench`` (``python -m benchmarks.run`` in a checkout).
 
 ``calibrate`` measures the cost curve (and the linear layers' forms, and off the CPU the exact pass lengths)
 again, replacing the cached ones and the curve's shape learned from earlier runs: the first measurement is kept
@@ -69,25 +70,27 @@ def _calibrate_once(model, output_layer=False):
     from .calibration import calibrate, calibrated
 
     if not calibrated(model, output_layer=output_layer):
-        print("measuring this model's speed on this machine once; later runs read it from the cache",
-              file=sys.stderr)
+        print("measuring this model's speed on this machine once; later runs read it from the cache", file=sys.stderr)
         with calibration_progress() as progress:
             calibrate(model, progress, output_layer=output_layer)
 
 
 def _generate(args, parser):
-    from transformers import TextStreamer
-
-    from .speculative import SpeculativeGenerator
-
+    # the files first, before torch is imported: a usage error answers at once
     try:
         prompt = sys.stdin.read() if args.prompt_file == "-" else Path(args.prompt_file).read_text()
     except (OSError, UnicodeDecodeError) as err:
         parser.error(f"--prompt-file: {err}")
+    if not prompt.strip():
+        parser.error(f"--prompt-file: {args.prompt_file} holds no prompt (it is empty)")
     try:
         references = [Path(name).read_text() for name in args.reference]
     except (OSError, UnicodeDecodeError) as err:
         parser.error(f"--reference: {err}")
+    from transformers import TextStreamer
+
+    from .speculative import SpeculativeGenerator
+
     model, tokenizer = _load(args, parser)
     _calibrate_once(model, output_layer=_multiplies_output_layer(model, args))
     corpus = None
@@ -98,8 +101,9 @@ def _generate(args, parser):
     if args.chat:
         if tokenizer.chat_template is None:
             raise SystemExit(f"--chat: {args.model} has no chat template")
-        prompt = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
-                                               add_generation_prompt=True)
+        prompt = tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+        )
     # a chat template writes the special tokens itself (Gemma's its BOS): the tokenizer must not add them again
     inputs = tokenizer(prompt, return_tensors="pt", add_special_tokens=not args.chat)
     generator = SpeculativeGenerator(model, tokenizer, corpus=corpus)
@@ -108,11 +112,13 @@ def _generate(args, parser):
     generator.generate(**inputs, max_new_tokens=args.max_new_tokens, streamer=streamer, **_sampling(args))
     if args.stats:
         s = generator.last_stats
-        print(f"\n--\n{s.new_tokens} new tokens in {s.total_s:.2f} s ({s.new_tokens / s.total_s:.1f} tok/s); "
-              f"{s.passes} verification passes, mean accepted length {s.mean_accepted_length:.2f} "
-              f"(bonus token included); drafted {s.drafted}, accepted {s.accepted}; "
-              f"proposing {s.propose_s * 1e3:.1f} ms, verifying {s.verify_s:.2f} s, prefill {s.prefill_s:.2f} s",
-              file=sys.stderr)
+        print(
+            f"\n--\n{s.new_tokens} new tokens in {s.total_s:.2f} s ({s.new_tokens / s.total_s:.1f} tok/s); "
+            f"{s.passes} verification passes, mean accepted length {s.mean_accepted_length:.2f} "
+            f"(bonus token included); drafted {s.drafted}, accepted {s.accepted}; "
+            f"proposing {s.propose_s * 1e3:.1f} ms, verifying {s.verify_s:.2f} s, prefill {s.prefill_s:.2f} s",
+            file=sys.stderr,
+        )
 
 
 def _sampling(args):
@@ -120,23 +126,23 @@ def _sampling(args):
     for the bundled models) unless one of --temperature, --top-p, --top-k is given."""
     if args.temperature is None and args.top_p is None and args.top_k is None:
         return {}
-    return {"do_sample": True, "temperature": 1.0 if args.temperature is None else args.temperature,
-            "top_p": 1.0 if args.top_p is None else args.top_p, "top_k": 0 if args.top_k is None else args.top_k,
-            "seed": args.seed}
+    return {
+        "do_sample": True,
+        "temperature": 1.0 if args.temperature is None else args.temperature,
+        "top_p": 1.0 if args.top_p is None else args.top_p,
+        "top_k": 0 if args.top_k is None else args.top_k,
+        "seed": args.seed,
+    }
 
 
 def _multiplies_output_layer(model, args):
-    """Whether the command's run multiplies by the output layer in fp32, so that its plan is measured up front with
-    the rest: a sampled run, unless a screen serves its top-k cut (``screened_sampling``)."""
-    from .screened_head import ScreenedHead
-    from .screened_sampling import MAX_TOP_K
+    """Whether the command's run multiplies by the output layer in fp32, so that its plan is measured up front."""
+    from .calibration import multiplies_output_layer
 
     config = model.generation_config
     sampling = _sampling(args)
-    if not sampling and not config.do_sample:
-        return False  # greedy: screened where a screen may serve, else its plan read on first use
-    top_k = sampling["top_k"] if sampling else config.top_k
-    return not (ScreenedHead.may_serve(model) and top_k is not None and 0 < top_k <= MAX_TOP_K)
+    do_sample = bool(sampling) or bool(config.do_sample)
+    return multiplies_output_layer(model, do_sample, sampling["top_k"] if sampling else config.top_k)
 
 
 def _check_sampling(args, parser):
@@ -165,28 +171,34 @@ def _calibrate(args, parser):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["bench"]:
-        from draftless.benchmarks.run import main as bench_main
-
-        bench_main(argv[1:], prog="draftless bench")
-        return
     parser = argparse.ArgumentParser(prog="draftless", description="Faster generation with no draft model.")
     sub = parser.add_subparsers(dest="command", required=True)
     model_options = argparse.ArgumentParser(add_help=False)  # which model, where: every command that loads one
-    model_options.add_argument("--model", default="gemma-3-270m",
-                               help="gemma-3-270m (default), smollm2-135m-instruct, or a local transformers directory")
+    model_options.add_argument(
+        "--model",
+        default="gemma-3-270m",
+        help="gemma-3-270m (default), smollm2-135m-instruct, or a local transformers directory",
+    )
     model_options.add_argument("--device", default="cpu", type=device_name, help="where the model runs: cpu, cuda, ...")
     model_options.add_argument("--dtype", default="float32", choices=DTYPES)
-    gen = sub.add_parser("generate", parents=[model_options],
-                         help="stream a completion of a prompt (greedy, or sampled with --temperature, --top-p, --top-k)")
-    sub.add_parser("bench", help="run the benchmark suite (see python -m benchmarks.run --help)")
-    sub.add_parser("calibrate", parents=[model_options],
-                   help="measure the model's cost curve again, replacing the cached one")
+    gen = sub.add_parser(
+        "generate",
+        parents=[model_options],
+        help="stream a completion of a prompt (greedy, or sampled with --temperature, --top-p, --top-k)",
+    )
+    sub.add_parser(
+        "calibrate", parents=[model_options], help="measure the model's cost curve again, replacing the cached one"
+    )
     gen.add_argument("--prompt-file", required=True, help="a text file, or - for standard input")
     gen.add_argument("--max-new-tokens", type=int, default=128)
     gen.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
-    gen.add_argument("--reference", action="append", default=[], metavar="FILE",
-                     help="a text file to draft from besides the prompt (repeatable); it is not put in the prompt")
+    gen.add_argument(
+        "--reference",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a text file to draft from besides the prompt (repeatable); it is not put in the prompt",
+    )
     gen.add_argument("--stats", action="store_true", help="print the run's statistics at the end (stderr)")
     gen.add_argument("--temperature", type=float, default=None, help="sample at this temperature")
     gen.add_argument("--top-p", type=float, default=None, help="sample from this nucleus")

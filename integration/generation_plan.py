@@ -62,8 +62,11 @@ def learned_position_limit(model):
     inputs = model.get_input_embeddings()
     for name, module in model.named_modules():
         leaf = name.rsplit(".", 1)[-1]
-        if (isinstance(module, torch.nn.Embedding) and module is not inputs
-                and leaf in ("wpe", "embed_positions", "position_embeddings")):
+        if (
+            isinstance(module, torch.nn.Embedding)
+            and module is not inputs
+            and leaf in ("wpe", "embed_positions", "position_embeddings")
+        ):
             return module.num_embeddings - int(getattr(module, "offset", 0))
     return None
 
@@ -82,8 +85,7 @@ def _check_token_ids(model, input_ids):
         return
     bad = input_ids[(input_ids < 0) | (input_ids >= rows)]
     if bad.numel():
-        raise ValueError(f"input_ids holds token id {int(bad[0])} outside the model's vocabulary of {rows} "
-                         f"embeddings")
+        raise ValueError(f"input_ids holds token id {int(bad[0])} outside the model's vocabulary of {rows} embeddings")
 
 
 def positions_left(plan, length):
@@ -95,10 +97,12 @@ def positions_left(plan, length):
         return None
     left = plan.position_limit - (length - plan.masked)
     if left < 0:
-        raise ValueError(f"a sequence of {length - plan.masked} positions passes the model's {plan.position_limit} "
-                         f"learned positions before generation ended: lower max_new_tokens (or max_length) so that "
-                         f"the prompt's {plan.input_ids.shape[1] - plan.masked} tokens and the new ones fit in "
-                         f"{plan.position_limit}")
+        raise ValueError(
+            f"a sequence of {length - plan.masked} positions passes the model's {plan.position_limit} "
+            f"learned positions before generation ended: lower max_new_tokens (or max_length) so that "
+            f"the prompt's {plan.input_ids.shape[1] - plan.masked} tokens and the new ones fit in "
+            f"{plan.position_limit}"
+        )
     return left
 
 
@@ -114,8 +118,10 @@ def _check_generation_mode(config):
     mode = config.get_generation_mode()
     mode = str(getattr(mode, "value", mode))
     if mode not in ("greedy_search", "sample"):
-        raise UnsupportedGeneration(f"{mode.replace('_', ' ')}, which the generation config selects, is not supported "
-                                    f"by draftless: it serves greedy search and sampling")
+        raise UnsupportedGeneration(
+            f"{mode.replace('_', ' ')}, which the generation config selects, is not supported "
+            f"by draftless: it serves greedy search and sampling"
+        )
 
 
 def _check_lengths(value_of):
@@ -131,8 +137,9 @@ def _check_lengths(value_of):
             raise ValueError(f"{name} must be finite, got {value}")
 
 
-def plan_generation(model, input_ids, attention_mask, generation_config, logits_processor, stopping_criteria,
-                    streamer, kwargs):
+def plan_generation(
+    model, input_ids, attention_mask, generation_config, logits_processor, stopping_criteria, streamer, kwargs
+):
     if not isinstance(input_ids, torch.Tensor) or input_ids.dtype not in (torch.long, torch.int):
         raise TypeError("input_ids must be an integer torch.Tensor of shape (1, prompt_length)")
     if input_ids.ndim == 1:
@@ -140,30 +147,45 @@ def plan_generation(model, input_ids, attention_mask, generation_config, logits_
     if input_ids.ndim != 2 or input_ids.shape[1] == 0:
         raise ValueError(f"input_ids must have shape (1, prompt_length), got {tuple(input_ids.shape)}")
     if input_ids.shape[0] != 1:
-        raise UnsupportedGeneration(f"input_ids has batch size {input_ids.shape[0]}; draftless generates one sequence at a "
-                         "time for now (call it per prompt)")
+        raise UnsupportedGeneration(
+            f"input_ids has batch size {input_ids.shape[0]}; draftless generates one sequence at a "
+            "time for now (call it per prompt)"
+        )
     input_ids = input_ids.to(model.device, torch.long)
     _check_token_ids(model, input_ids)
     if attention_mask is not None and not isinstance(attention_mask, torch.Tensor):
-        raise TypeError(f"attention_mask must be a torch.Tensor, got {type(attention_mask).__name__} (pass "
-                        f"generation_config and the rest by keyword)")
+        raise TypeError(
+            f"attention_mask must be a torch.Tensor, got {type(attention_mask).__name__} (pass "
+            f"generation_config and the rest by keyword)"
+        )
     tokenizer = kwargs.pop("tokenizer", None)
     cache = kwargs.pop("cache", None)
     if cache is None:
         cache = kwargs.pop("past_key_values", None)
-    for name in ("assistant_model", "prefix_allowed_tokens_fn", "negative_prompt_ids", "custom_generate",
-                 "synced_gpus", "inputs_embeds"):
+    for name in (
+        "assistant_model",
+        "prefix_allowed_tokens_fn",
+        "negative_prompt_ids",
+        "custom_generate",
+        "synced_gpus",
+        "inputs_embeds",
+    ):
         if kwargs.get(name) is not None:
             raise UnsupportedGeneration(f"{name} is not supported by draftless")
         kwargs.pop(name, None)
-    has_default_max_length = (kwargs.get("max_length") is None
-                              and (generation_config is None or generation_config.max_length is None)
-                              and model.generation_config.max_length is None)
-    has_default_min_length = (kwargs.get("min_length") is None
-                              and (generation_config is None or generation_config.min_length is None)
-                              and model.generation_config.min_length is None)
+    has_default_max_length = (
+        kwargs.get("max_length") is None
+        and (generation_config is None or generation_config.max_length is None)
+        and model.generation_config.max_length is None
+    )
+    has_default_min_length = (
+        kwargs.get("min_length") is None
+        and (generation_config is None or generation_config.min_length is None)
+        and model.generation_config.min_length is None
+    )
     asked_no_cache = kwargs.get("use_cache") is False or (  # the caller's choice, not the model's default
-        generation_config is not model.generation_config and getattr(generation_config, "use_cache", None) is False)
+        generation_config is not model.generation_config and getattr(generation_config, "use_cache", None) is False
+    )
     _check_lengths(kwargs.get)  # before transformers compares them
     if generation_config is not None:
         _check_lengths(lambda name: getattr(generation_config, name, None))
@@ -172,13 +194,16 @@ def plan_generation(model, input_ids, attention_mask, generation_config, logits_
         if getattr(config, name, allowed) not in (allowed, None):
             raise UnsupportedGeneration(f"{what} ({name}={getattr(config, name)!r}) is not supported by draftless yet")
     if asked_no_cache:
-        raise UnsupportedGeneration("use_cache=False asks for generation without a KV cache; draftless verifies "
-                                    "drafts against one")
+        raise UnsupportedGeneration(
+            "use_cache=False asks for generation without a KV cache; draftless verifies drafts against one"
+        )
     if config.use_cache is False:  # the model's default (MPT's), not the caller's: a cache changes no token
         logger.debug("draftless: the model's generation config sets use_cache=False; using a KV cache anyway")
         config.use_cache = True
     if config.prompt_lookup_num_tokens is not None:
-        raise UnsupportedGeneration("prompt_lookup_num_tokens selects transformers' own prompt lookup; draftless replaces it")
+        raise UnsupportedGeneration(
+            "prompt_lookup_num_tokens selects transformers' own prompt lookup; draftless replaces it"
+        )
     _check_generation_mode(config)
     extra = set(model_kwargs) - {"attention_mask", "use_cache", "logits_to_keep"}
     if extra:
@@ -190,34 +215,49 @@ def plan_generation(model, input_ids, attention_mask, generation_config, logits_
         attention_mask = model._prepare_attention_mask_for_generation(input_ids, config, {})
     attention_mask = attention_mask.to(model.device)
     if cache is not None and attention_mask.shape[1] > input_ids.shape[1]:  # generate's other way to continue
-        raise UnsupportedGeneration("input_ids with only the tokens after a cache (attention_mask longer than "
-                                    "input_ids): draftless continues a cache given the whole sequence")
+        raise UnsupportedGeneration(
+            "input_ids with only the tokens after a cache (attention_mask longer than "
+            "input_ids): draftless continues a cache given the whole sequence"
+        )
     if attention_mask.shape != input_ids.shape:
-        raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}, input_ids "
-                         f"{tuple(input_ids.shape)}")
+        raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}, input_ids {tuple(input_ids.shape)}")
     if bool((attention_mask == 1).all()):
         attention_mask = None  # generate drops an all-ones mask too
-    config = model._prepare_generated_length(config, has_default_max_length, has_default_min_length,
-                                             "input_ids", input_ids.shape[1], input_ids)
+    config = model._prepare_generated_length(
+        config, has_default_max_length, has_default_min_length, "input_ids", input_ids.shape[1], input_ids
+    )
     model._validate_generated_length(config, input_ids.shape[1], has_default_max_length)
     processors = model._get_logits_processor(
-        generation_config=config, input_ids_seq_length=input_ids.shape[1], encoder_input_ids=input_ids,
+        generation_config=config,
+        input_ids_seq_length=input_ids.shape[1],
+        encoder_input_ids=input_ids,
         logits_processor=logits_processor if logits_processor is not None else LogitsProcessorList(),
-        device=model.device, model_kwargs={"attention_mask": attention_mask})
+        device=model.device,
+        model_kwargs={"attention_mask": attention_mask},
+    )
     eos = config._eos_token_tensor
     eos_ids = frozenset() if eos is None else frozenset(int(t) for t in eos.flatten().tolist())
     stop_strings = config.stop_strings
     if stop_strings is not None and "" in ([stop_strings] if isinstance(stop_strings, str) else list(stop_strings)):
-        raise UnsupportedGeneration("an empty stop string, on which generate stops after the first new token; "
-                                    "draftless refuses it")  # enable: transformers serves it as it does
+        raise UnsupportedGeneration(
+            "an empty stop string, on which generate stops after the first new token; draftless refuses it"
+        )  # enable: transformers serves it as it does
     # generate stops once the length reaches max_length, so a budget of 2.5 new tokens runs 3 of them
     return GenerationPlan(
-        input_ids=input_ids, attention_mask=attention_mask, max_length=math.ceil(config.max_length),
-        eos_token_ids=eos_ids, processors=processors,
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        max_length=math.ceil(config.max_length),
+        eos_token_ids=eos_ids,
+        processors=processors,
         stopping_criteria=stopping_criteria if stopping_criteria is not None else StoppingCriteriaList(),
         stop_strings=StopStringMatcher(stop_strings, tokenizer) if stop_strings else None,
-        streamer=streamer, return_dict=bool(config.return_dict_in_generate),
-        output_scores=bool(config.output_scores), output_logits=bool(config.output_logits),
-        do_sample=bool(config.do_sample), cache=cache, cache_arg=_cache_keyword(model),
+        streamer=streamer,
+        return_dict=bool(config.return_dict_in_generate),
+        output_scores=bool(config.output_scores),
+        output_logits=bool(config.output_logits),
+        do_sample=bool(config.do_sample),
+        cache=cache,
+        cache_arg=_cache_keyword(model),
         position_limit=learned_position_limit(model),
-        masked=0 if attention_mask is None else int((attention_mask == 0).sum()))
+        masked=0 if attention_mask is None else int((attention_mask == 0).sum()),
+    )

@@ -54,14 +54,17 @@ class GenerationStats:
         for name in ("prefill_s", "propose_s", "verify_s", "total_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
-        if self.draft_trace and (len(self.draft_trace) != self.passes
-                                 or sum(d for d, _ in self.draft_trace) != self.drafted
-                                 or sum(a for _, a in self.draft_trace) != self.accepted):
+        if self.draft_trace and (
+            len(self.draft_trace) != self.passes
+            or sum(d for d, _ in self.draft_trace) != self.drafted
+            or sum(a for _, a in self.draft_trace) != self.accepted
+        ):
             raise ValueError("draft_trace must hold one (drafted, accepted) pair per pass, summing to the totals")
         if self.pass_seconds and (len(self.pass_seconds) != self.passes or min(self.pass_seconds) < 0):
             raise ValueError("pass_seconds must hold one duration >= 0 per pass")
-        if self.start_acceptance and (len(self.start_acceptance) != 2
-                                      or len(self.start_acceptance[0]) != len(self.start_acceptance[1])):
+        if self.start_acceptance and (
+            len(self.start_acceptance) != 2 or len(self.start_acceptance[0]) != len(self.start_acceptance[1])
+        ):
             raise ValueError("start_acceptance must be empty or (hits, trials) of equal lengths")
 
     @property
@@ -121,11 +124,21 @@ class StatsRecorder:
             self.per_position[i] += 1
 
     def freeze(self, new_tokens, total_s):
-        return GenerationStats(new_tokens=new_tokens, passes=self.passes, drafted=self.drafted,
-                               accepted=self.accepted, accepted_per_position=tuple(self.per_position),
-                               prefill_s=self.prefill_s, propose_s=self.propose_s, verify_s=self.verify_s,
-                               total_s=total_s, draft_trace=tuple(self.trace),
-                               pass_seconds=tuple(self.seconds), start_shape=self.start_shape,
-                               start_evidence=self.start_evidence,
-                               start_acceptance=self.start_acceptance,
-                               staged_passes=self.staged_passes, head_rows_skipped=self.head_rows_skipped)
+        return GenerationStats(
+            new_tokens=new_tokens,
+            passes=self.passes,
+            drafted=self.drafted,
+            accepted=self.accepted,
+            accepted_per_position=tuple(self.per_position),
+            prefill_s=self.prefill_s,
+            propose_s=self.propose_s,
+            verify_s=self.verify_s,
+            total_s=total_s,
+            draft_trace=tuple(self.trace),
+            pass_seconds=tuple(self.seconds),
+            start_shape=self.start_shape,
+            start_evidence=self.start_evidence,
+            start_acceptance=self.start_acceptance,
+            staged_passes=self.staged_passes,
+            head_rows_skipped=self.head_rows_skipped,
+        )

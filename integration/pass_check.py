@@ -3,7 +3,7 @@
 Exactness rests on a pass over 1 + k tokens producing, row by row, the logits that k + 1 one-token decode steps
 would. On the CPU that holds at every length: the test suite checks it against ``generate`` and every benchmark
 run checks it on the real models. On a GPU it did not. Gemma 3 270M in fp32 on an NVIDIA H200 (torch 2.11 with
-CUDA 13, transformers 5.24; ``benchmarks/recorded/README.md``, "On a GPU") gave logits 0.47 off (relative to
+CUDA 13, transformers 5.24; ``docs/evidence.md``, "On a GPU") gave logits 0.47 off (relative to
 the largest) for a pass over exactly 33 tokens, while passes over 32, 48 and 64 tokens were exact to 2e-6;
 transformers' own cache and plain linear layers did the same, and a Llama-shaped model did not. Drafts of 32
 tokens were then rejected at once and outputs differed from ``generate``'s.
@@ -23,9 +23,8 @@ import math
 import torch
 
 from . import kv_cache
-from .attention import grouped_query_sdpa
-from .linear_plan import planned_linears
-from .timing_rounds import step_counter
+from .fastpass.linear_plan import planned_linears
+from .fastpass.timing_rounds import step_counter
 
 logger = logging.getLogger(__name__)
 _WARNED_ROUNDING = set()  # (device, dtype) pairs warned about once per process
@@ -61,17 +60,37 @@ def pass_errors(model, context, max_draft=MAX_DRAFT, plans=None, seed=0):
     cache = kv_cache.new_cache(model, context + max_draft + 1)
     positions = torch.arange(context + max_draft + 1, device=model.device)[None]
     errors = {}
-    with planned_linears(model, plans) if plans is not None else contextlib.nullcontext(), grouped_query_sdpa(model):
+    with planned_linears(model, plans) if plans is not None else contextlib.nullcontext():
         model(input_ids=tokens[:, :context], cache=cache, use_cache=True, logits_to_keep=1)
         kv_cache.start_recording(cache)
-        steps = torch.cat([model(input_ids=tokens[:, i: i + 1], position_ids=positions[:, i: i + 1], cache=cache,
-                                 use_cache=True, logits_to_keep=1).logits[0].float()
-                           for i in range(context, context + max_draft + 1)])
+        steps = torch.cat(
+            [
+                model(
+                    input_ids=tokens[:, i : i + 1],
+                    position_ids=positions[:, i : i + 1],
+                    cache=cache,
+                    use_cache=True,
+                    logits_to_keep=1,
+                )
+                .logits[0]
+                .float()
+                for i in range(context, context + max_draft + 1)
+            ]
+        )
         kv_cache.rollback(cache, max_draft + 1)
         scale = steps.abs().max().clamp_min(torch.finfo(torch.float32).tiny)
         for q in range(2, max_draft + 2):
-            logits = model(input_ids=tokens[:, context: context + q], position_ids=positions[:, context: context + q],
-                           cache=cache, use_cache=True, logits_to_keep=q).logits[0].float()
+            logits = (
+                model(
+                    input_ids=tokens[:, context : context + q],
+                    position_ids=positions[:, context : context + q],
+                    cache=cache,
+                    use_cache=True,
+                    logits_to_keep=q,
+                )
+                .logits[0]
+                .float()
+            )
             kv_cache.rollback(cache, q)
             errors[q] = float((logits - steps[:q]).abs().max() / scale)
     return errors
@@ -98,9 +117,16 @@ def measure_inexact_drafts(model, max_draft=MAX_DRAFT, contexts=None, plans=None
             tick()
     bad = tuple(q - 1 for q in sorted(worst) if not worst[q] <= tol)  # NaN fails too
     if bad:
-        logger.warning("on %s (%s) passes over %s tokens gave logits up to %.3g off (relative; tolerance %.0e): "
-                       "drafts of %s tokens are never made, so that outputs stay exact", model.device, model.dtype,
-                       [k + 1 for k in bad], max(worst[k + 1] for k in bad), tol, list(bad))
+        logger.warning(
+            "on %s (%s) passes over %s tokens gave logits up to %.3g off (relative; tolerance %.0e): "
+            "drafts of %s tokens are never made, so that outputs stay exact",
+            model.device,
+            model.dtype,
+            [k + 1 for k in bad],
+            max(worst[k + 1] for k in bad),
+            tol,
+            list(bad),
+        )
     return bad
 
 
@@ -123,6 +149,10 @@ def warn_coarse_rounding(model):
     if full_precision(model.dtype) or key in _WARNED_ROUNDING:
         return
     _WARNED_ROUNDING.add(key)
-    logger.warning("%s on %s rounds a multi-token pass ~1e-2 differently from a one-token step: greedy outputs "
-                   "follow generate's except where two tokens tie within that rounding (fp32 with full-precision "
-                   "matrix products is token for token)", model.dtype, model.device)
+    logger.warning(
+        "%s on %s rounds a multi-token pass ~1e-2 differently from a one-token step: greedy outputs "
+        "follow generate's except where two tokens tie within that rounding (fp32 with full-precision "
+        "matrix products is token for token)",
+        model.dtype,
+        model.device,
+    )

@@ -28,8 +28,10 @@ def fill_context(cache, positions, generator):
     for i, layer in enumerate(cache.layers):
         held = cache.get_seq_length(i)
         if held < 1 or held > positions:
-            raise ValueError(f"layer {i} holds {held} positions: fill_context appends to a prefilled cache up to "
-                             f"positions={positions}")
+            raise ValueError(
+                f"layer {i} holds {held} positions: fill_context appends to a prefilled cache up to "
+                f"positions={positions}"
+            )
         more = positions - held
         if more == 0:
             continue
@@ -51,8 +53,10 @@ def pass_timers(model, ks, context=256, staging=None, screen=None):
     g = torch.Generator().manual_seed(0)
     prompt = torch.randint(0, vocab, (1, 1), generator=g).to(model.device)
     cache = kv_cache.new_cache(model, context + max(ks) + 1)
-    with staging.installed() if staging is not None else contextlib.nullcontext(), \
-            screen.checking_prefill() if screen is not None else contextlib.nullcontext():
+    with (
+        staging.installed() if staging is not None else contextlib.nullcontext(),
+        screen.checking_prefill() if screen is not None else contextlib.nullcontext(),
+    ):
         out = model(input_ids=prompt, cache=cache, use_cache=True, logits_to_keep=1)
         if staging is not None:
             staging.check_prefill(out.logits)
@@ -61,9 +65,17 @@ def pass_timers(model, ks, context=256, staging=None, screen=None):
     fill_context(cache, context, g)
     kv_cache.start_recording(cache)
     inputs = [torch.randint(0, vocab, (1, k + 1), generator=g).to(model.device) for k in ks]
-    return [functools.partial(time_pass, model, cache, ids, context,
-                              screen if screen is not None and screen.screens(ids.shape[1]) else None)
-            for ids in inputs]
+    return [
+        functools.partial(
+            time_pass,
+            model,
+            cache,
+            ids,
+            context,
+            screen if screen is not None and screen.screens(ids.shape[1]) else None,
+        )
+        for ids in inputs
+    ]
 
 
 def time_pass(model, cache, ids, context, screen=None):
@@ -99,7 +111,7 @@ _PASSED = weakref.WeakSet()  # the models a generation loop of this process has 
 _PASSED_LOCK = threading.Lock()
 
 
-def told_seconds(seconds, model):
+def seconds_to_learn_from(seconds, model):
     """The seconds the generation loop tells the cost model a pass of ``model`` took: ``seconds``, except for the
     model's first pass in the process, which tells 0 (``OnlineCost.observe`` ignores it, a replay from
     ``GenerationStats.pass_seconds`` likewise). That pass runs slow by one-time work (11-12 % over the ones after it
@@ -107,7 +119,7 @@ def told_seconds(seconds, model):
     under the prediction, and the lengths they drafted learned a lower multiplier that the rare plain steps hardly
     took back. Kept on disk, every short process pushed those knots down again: 16 processes of one 96-token
     generate each took Gemma's k = 2 and k = 32 knots to 0.66 and 0.69 and still falling, against 0.85-0.91 and
-    1.0, steady, once this pass went untold (session 58, ``benchmarks/recorded/README.md``)."""
+    1.0, steady, once this pass went untold (``docs/evidence.md``)."""
     if model in _PASSED:  # every pass after the first: one set lookup
         return seconds
     with _PASSED_LOCK:  # two threads' first passes: one of them is the first

@@ -38,7 +38,7 @@ class StopStringMatcher:
         while window > 0 and len(self._decode(ids[window:start])) < self.max_chars:
             window = max(0, window - (self.max_chars + 2))  # tokens that decode to little or nothing
         # ends[i]: characters decoded up to and including token start - 1 + i
-        ends = [len(self._decode(ids[window:j + 1])) for j in range(start - 1, len(ids))]
+        ends = [len(self._decode(ids[window : j + 1])) for j in range(start - 1, len(ids))]
         text = self._decode(ids[window:])
         first = None
         for last_char, _ in self.automaton.iter(text):

@@ -20,7 +20,7 @@ import numpy as np
 
 from draftless.lookup.reflow import WHITESPACE
 
-from .collector import collection_paused
+from .models import collection_paused
 
 logger = logging.getLogger(__name__)
 _CLASSES = weakref.WeakKeyDictionary()
@@ -41,9 +41,13 @@ def token_texts(tokenizer, size):
     except ImportError:  # another transformers: its own path
         return tokenizer.batch_decode(ids)
     cls = type(tokenizer)
-    plain = (isinstance(tokenizer, TokenizersBackend) and not tokenizer.clean_up_tokenization_spaces
-             and all(getattr(cls, name) is getattr(TokenizersBackend, name)
-                     for name in ("_decode", "decode", "batch_decode")))
+    plain = (
+        isinstance(tokenizer, TokenizersBackend)
+        and not tokenizer.clean_up_tokenization_spaces
+        and all(
+            getattr(cls, name) is getattr(TokenizersBackend, name) for name in ("_decode", "decode", "batch_decode")
+        )
+    )
     if not plain:
         return tokenizer.batch_decode(ids)
     return tokenizer.backend_tokenizer.decode_batch(ids, skip_special_tokens=False)
@@ -78,8 +82,7 @@ def _classes(tokenizer, size):
             classes[i] = names.setdefault(word, len(names))
         else:
             classes[i] = WHITESPACE
-    logger.debug("text classes of %d tokens: %d classes, %d whitespace", size, len(names),
-                 int((classes < 0).sum()))
+    logger.debug("text classes of %d tokens: %d classes, %d whitespace", size, len(names), int((classes < 0).sum()))
     return classes
 
 

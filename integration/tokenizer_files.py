@@ -19,7 +19,7 @@ import json
 import logging
 from pathlib import Path
 
-from .atomic_file import write_text_atomically
+from .store import write_text_atomically
 
 logger = logging.getLogger(__name__)
 
@@ -31,17 +31,30 @@ MARK = "draftless-tokenizer.json"
 VERSION = 1
 # what a class may define, between itself and ``TokenizersBackend``, and still load as ``TokenizersBackend``:
 # an ``__init__`` that builds the backend (``tokenizer.json`` holds what it builds) and attributes the config carries
-PLAIN_NAMES = frozenset({
-    "__init__", "__doc__", "__module__", "__qualname__", "__annotations__", "__firstlineno__", "__static_attributes__",
-    "__orig_bases__", "__parameters__", "vocab_files_names", "model", "padding_side", "truncation_side",
-    "model_input_names",
-})
+PLAIN_NAMES = frozenset(
+    {
+        "__init__",
+        "__doc__",
+        "__module__",
+        "__qualname__",
+        "__annotations__",
+        "__firstlineno__",
+        "__static_attributes__",
+        "__orig_bases__",
+        "__parameters__",
+        "vocab_files_names",
+        "model",
+        "padding_side",
+        "truncation_side",
+        "model_input_names",
+    }
+)
 CARRIED = ("padding_side", "truncation_side", "model_input_names")
 # texts the reloaded tokenizer must treat exactly as the original: prose, code (tabs, indentation, runs of
 # spaces and newlines), digits, other scripts, emoji and bytes outside any vocabulary, special tokens as text
 PROBES = (
     "The quick brown fox jumps over the lazy dog.  Twice:\n\nthe quick brown fox.",
-    "def add(a, b):\n    \"\"\"Sum.\"\"\"\n\treturn a + b  # 3.14159, 1e-9, 0x1F, 12345678901234567890\n\n\n",
+    'def add(a, b):\n    """Sum."""\n\treturn a + b  # 3.14159, 1e-9, 0x1F, 12345678901234567890\n\n\n',
     "  leading spaces, trailing spaces   \r\n\u00a0no-break\u2009thin\u3000ideographic",
     "日本語のテキスト、中文文本，한국어 텍스트, русский текст, العربية, हिन्दी, ελληνικά",
     "emoji 🙂👩🏽‍💻🏳️‍🌈 and rare bytes \x00\x07\x1b[0m \ufffd \U0001d49c",
@@ -56,7 +69,7 @@ def plain_backend(cls):
 
     if not (isinstance(cls, type) and issubclass(cls, TokenizersBackend)):
         return False
-    for klass in cls.__mro__[:cls.__mro__.index(TokenizersBackend)]:
+    for klass in cls.__mro__[: cls.__mro__.index(TokenizersBackend)]:
         if set(vars(klass)) - PLAIN_NAMES:
             return False
     return True
@@ -79,8 +92,17 @@ def differences(a, b):
     """What tells tokenizers ``a`` and ``b`` apart on ``PROBES`` and in their vocabulary, added and special tokens
     and settings (an empty list if nothing does)."""
     out = []
-    for name in ("all_special_tokens", "all_special_ids", "bos_token_id", "eos_token_id", "pad_token_id",
-                 "unk_token_id", "chat_template", "model_max_length", *CARRIED):
+    for name in (
+        "all_special_tokens",
+        "all_special_ids",
+        "bos_token_id",
+        "eos_token_id",
+        "pad_token_id",
+        "unk_token_id",
+        "chat_template",
+        "model_max_length",
+        *CARRIED,
+    ):
         if getattr(a, name, None) != getattr(b, name, None):
             out.append(name)
     if len(a) != len(b) or a.get_vocab() != b.get_vocab():
@@ -93,8 +115,9 @@ def differences(a, b):
             out.append(f"encoding of {text[:20]!r}")
             continue
         for skip in (False, True):
-            if a.decode(encoded["input_ids"], skip_special_tokens=skip) != \
-                    b.decode(encoded["input_ids"], skip_special_tokens=skip):
+            if a.decode(encoded["input_ids"], skip_special_tokens=skip) != b.decode(
+                encoded["input_ids"], skip_special_tokens=skip
+            ):
                 out.append(f"decoding of {text[:20]!r}")
     return out
 
@@ -120,11 +143,17 @@ def complete(directory, tokenizer):
         except Exception as error:  # a config this transformers cannot load: put back as saved
             found = [f"loading ({type(error).__name__}: {error})"]
         if found:
-            logger.info("the tokenizer in %s, config completed, differs in %s: kept as saved", directory,
-                        ", ".join(found))
+            logger.info(
+                "the tokenizer in %s, config completed, differs in %s: kept as saved", directory, ", ".join(found)
+            )
             write_text_atomically(path, saved)
-        write_text_atomically(directory / MARK, json.dumps({"version": VERSION, "transformers": _transformers_version(),
-                                                        "completed": not found, "saved": saved}) + "\n")
+        write_text_atomically(
+            directory / MARK,
+            json.dumps(
+                {"version": VERSION, "transformers": _transformers_version(), "completed": not found, "saved": saved}
+            )
+            + "\n",
+        )
     except OSError as error:
         logger.info("cannot complete the tokenizer config in %s (%s): it loads as saved", directory, error)
         return False

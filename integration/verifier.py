@@ -1,10 +1,28 @@
 """The target model's side of a step: one forward pass over ``[last token] + draft``, and the cache rollback."""
 
+from __future__ import annotations
+
 import contextlib
+from typing import NamedTuple
 
 import torch
 
 from . import kv_cache
+from .acceptance import accept_choices
+from .fastpass import FastPass
+from .fastpass.staged_head import accept_in_stages
+
+
+class Verdict(NamedTuple):
+    """What one pass kept: ``accepted`` draft tokens, then the target's own; ``tokens`` (accepted + 1), the
+    scores they were chosen by, the logits read (None for a screened pass) and, for a staged pass, the row counts
+    of its output layer's products (else None)."""
+
+    accepted: int
+    tokens: torch.Tensor
+    chosen: torch.Tensor | None
+    logits: torch.Tensor | None
+    head_rows: tuple[int, ...] | None
 
 
 class Verifier:
@@ -16,11 +34,13 @@ class Verifier:
     (cumulative sum of the mask).
     """
 
-    def __init__(self, model, plan, max_positions, staging=None, screen=None, top_k=None):
+    def __init__(self, model, plan, max_positions: int, fast: FastPass, accept) -> None:
         self.model = model
-        self.staging = staging  # a ``StagedHead`` whose hooks are installed, or None: never staged
-        self.screen = screen  # a ``ScreenedHead`` for this run, or None: never screened
-        self.top_k = top_k  # a sampled run's top-k cut, its passes screened to it (``screened_sampling``); greedy: None
+        self.plan = plan
+        self.accept = accept  # ``acceptance.greedy_accept`` or a seeded ``sample_accept``
+        self.staging = fast.staging  # a ``StagedHead`` whose hooks are installed, or None: never staged
+        self.screen = fast.screen  # a ``ScreenedHead`` for this run, or None: never screened
+        self.top_k = fast.top_k  # a sampled run's top-k cut that the screen serves (``screened_sampling``)
         self.cache_arg = plan.cache_arg
         self.cache = plan.cache if plan.cache is not None else kv_cache.new_cache(model, max_positions)
         kv_cache.check_rollback(self.cache, max_positions)
@@ -44,9 +64,14 @@ class Verifier:
             if self.mask is not None:
                 self.mask = torch.cat([self.mask, self.mask.new_ones((1, start + q - have))], dim=1)
         kwargs = {self.cache_arg: self.cache}
-        out = self.model(input_ids=ids, position_ids=self.positions[:, start:start + q],
-                         attention_mask=None if self.mask is None else self.mask[:, :start + q],
-                         use_cache=True, logits_to_keep=logits_to_keep, **kwargs)
+        out = self.model(
+            input_ids=ids,
+            position_ids=self.positions[:, start : start + q],
+            attention_mask=None if self.mask is None else self.mask[:, : start + q],
+            use_cache=True,
+            logits_to_keep=logits_to_keep,
+            **kwargs,
+        )
         self.length = start + q
         logits = out.logits[0].to(dtype=torch.float32)
         return (logits, out.logits) if raw else logits
@@ -55,7 +80,7 @@ class Verifier:
         """Logits (1, vocab) after the prompt, computed as ``generate`` does (last position only, over the
         prompt tokens the cache does not hold yet)."""
         with self.screen.checking_prefill() if self.screen is not None else contextlib.nullcontext():
-            logits, raw = self._run(prompt_ids[:, self.length:], 1, raw=True)
+            logits, raw = self._run(prompt_ids[:, self.length :], 1, raw=True)
         if self.staging is not None:
             self.staging.check_prefill(raw)
         if self.screen is not None:
@@ -96,3 +121,22 @@ class Verifier:
     def rollback(self, rejected):
         kv_cache.rollback(self.cache, rejected)
         self.length -= int(rejected)
+
+    def verify(self, ids: torch.Tensor, draft: torch.Tensor, first_rows: int | None = None) -> Verdict:
+        """One pass over ``[ids[-1]] + draft``, its tokens accepted, and the cache cut back to them. A screened
+        greedy pass returns the target's token per row; a staged pass (``first_rows``) computes the rows after
+        its first stage only where the draft held through it; any other pass accepts from logits."""
+        screened = self.screens(draft.shape[0] + 1)
+        out = self.forward(ids[0, -1], draft, first_rows)
+        head_rows = None
+        if screened and not self.plan.do_sample:
+            n, tokens, chosen = accept_choices(out, draft)
+            out = None
+        elif first_rows is None:  # logits, or a sampled screened pass's rows (``screened_sampling``)
+            n, tokens, chosen = self.accept(out, draft, ids, self.plan.processors)
+        else:
+            n, tokens, chosen, out, head_rows = accept_in_stages(
+                self.accept, out, self.rest, draft, ids, self.plan.processors
+            )
+        self.rollback(draft.shape[0] - n)
+        return Verdict(n, tokens, chosen, out, head_rows)

@@ -4,11 +4,18 @@ from the request's own text or a reference corpus shared across requests."""
 from .adaptive import AdaptiveConfig, AdaptiveProposer
 from .config import DraftConfig
 from .corpus import ReferenceCorpus
-from .peer_rules import NgramRule, PromptLookupRule, SuffixDecodingRule
-from .peer_rules_retrieval import LlamaCppLookupRule, RestRule, SamDecodingRule
 from .proposer import NullProposer, Proposer, SuffixProposer
 from .request_start import RequestStart, RequestStarts, carried_starts
 
-__all__ = ["AdaptiveConfig", "AdaptiveProposer", "DraftConfig", "LlamaCppLookupRule", "NgramRule", "NullProposer",
-           "PromptLookupRule", "Proposer", "ReferenceCorpus", "RequestStart", "RequestStarts", "RestRule",
-           "SamDecodingRule", "SuffixDecodingRule", "SuffixProposer", "carried_starts"]
+__all__ = [
+    "AdaptiveConfig",
+    "AdaptiveProposer",
+    "DraftConfig",
+    "NullProposer",
+    "Proposer",
+    "ReferenceCorpus",
+    "RequestStart",
+    "RequestStarts",
+    "SuffixProposer",
+    "carried_starts",
+]

@@ -14,7 +14,7 @@ bucketed (``LENGTH_EDGES``).
 - *Writing*: every draft position has the rate ``a(l)`` of the length the draft starts from: no credit for
   unverified draft tokens. While the output writes new text, the phrases it copies end within a few tokens
   at any length; crediting draft tokens as matched length drafted 17+ tokens from 2-7-token matches on
-  SmolLM2's summaries, at 0.82-1.29 tokens per plain step's cost (``benchmarks/recorded/README.md``).
+  SmolLM2's summaries, at 0.82-1.29 tokens per plain step's cost (``docs/evidence.md``).
 
 The survival of a k-token draft is the running product of its positions' rates and ``E[accepted | k]`` its
 running sum. Per cell a Beta posterior over ``a``: a prior, then each verification's evidence within the
@@ -22,7 +22,7 @@ request (every accepted position a success in its cell, the first rejected one a
 forgetting so that the model follows text that starts or stops repeating.
 
 How far back the occurrence lies and how often its continuation followed the suffix are left out by
-measurement (``python -m benchmarks.acceptance_features``, table in ``benchmarks/recorded/README.md``): on
+measurement (``python -m experiments.acceptance_features``, table in ``docs/evidence.md``): on
 held-out requests the distance makes predictions worse on both recorded models, and the follower count,
 though informative for one- to three-token matches, changes no replayed speed (a draft there costs about
 a plain step whatever its rate).
@@ -32,7 +32,7 @@ import numpy as np
 
 LENGTH_EDGES = np.array([1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64])  # bucket b: [EDGES[b], EDGES[b+1])
 # Prior rate per bucket: the frequency, over every position of the greedy outputs recorded on the
-# development suites (benchmarks/recorded, Gemma 3 270M, 31 requests, 3,600 positions), with which the
+# development suites (recorded runs, Gemma 3 270M, 31 requests, 3,600 positions), with which the
 # token after the most recent occurrence of the longest matched suffix was the next token; the two origins
 # measured within 0.1 of each other, so both start from the pooled figure; capped at 0.98 so that a cell
 # never starts certain. Both regimes start from it.

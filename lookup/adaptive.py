@@ -19,7 +19,14 @@ from .acceptance_model import CORPUS, GENERATED, PROMPT, REFLOWED, STEPPED, Acce
 from .adaptive_config import OCCURRENCES, AdaptiveConfig  # noqa: F401 (names kept importable from here)
 from .copy_regime import CopyRegime
 from .corpus import ReferenceCorpus
-from .cost_model import CostCurve, OnlineCost
+from .cost_model import (  # noqa: F401 (names kept importable from here)
+    CPU_SMALL_MODEL,
+    CostCurve,
+    OnlineCost,
+    best_draft,
+    best_draft_length,
+    cost_model,
+)
 from .occurrence import OccurrenceChooser, agreement, periodic_continuation, rule_ends, source_end
 from .proposer import draft_budget
 from .reflow import ReflowIndex, check_text_classes
@@ -28,35 +35,6 @@ from .resumed_copy import ResumedCopy
 from .stepped_copy import SteppedCopy
 
 EMPTY = np.empty(0, dtype=np.int64)
-# c(k)/c(0) calibrated for Gemma 3 270M, fp32, on a 2-core CPU (MKL, every linear layer in its fastest form,
-# integration/linear_plan.py): a stand-in for replays of runs that recorded no curve, and for callers that
-# pass none
-CPU_SMALL_MODEL = CostCurve((0, 1, 2, 3, 4, 8, 16, 32, 64), (1.0, 1.02, 1.34, 1.34, 1.63, 3.16, 4.25, 6.46, 9.41))
-
-
-def cost_model(config, curve, log_shape=None, evidence=None):
-    """The ``OnlineCost`` that ``config`` (an ``AdaptiveConfig``) learns ``curve`` with, from ``log_shape`` and
-    ``evidence`` if given (a shape learned before and the passes behind each knot)."""
-    return OnlineCost(curve, shape_rate=config.shape_rate, first_level=config.first_level, log_shape=log_shape,
-                      knots_only=config.shape_at_knots, staged=config.staged_head, evidence=evidence,
-                      follow_timed=config.follow_timed)
-
-
-def best_draft_length(expected, cost, excluded=()):
-    """The k that maximises (1 + E[accepted | k]) / cost(k), given ``expected[k] = E[accepted | k]``, among the
-    lengths not in ``excluded`` (draft lengths >= 1 whose verification is not exact on the device)."""
-    return best_draft(expected, cost, excluded)[0]
-
-
-def best_draft(expected, cost, excluded=()):
-    """``(k, value)``: ``best_draft_length``'s k and its expected tokens per unit of cost."""
-    expected = np.asarray(expected, dtype=np.float64)
-    value = (1.0 + expected) / np.asarray(cost(np.arange(expected.size)), dtype=np.float64)
-    for k in excluded:
-        if k < value.size:
-            value[k] = -np.inf
-    k = int(np.argmax(value))
-    return k, float(value[k])
 
 
 class AdaptiveProposer:
@@ -72,8 +50,18 @@ class AdaptiveProposer:
     drafts showed, and add to it; given a ``RequestStarts``, under what the first drafts of requests that opened
     alike showed (``request_start``)."""
 
-    def __init__(self, config=None, cost=None, vocab_size=None, excluded=(), corpus=None, text_classes=None,
-                 start=None, digit_tokens=None):
+    def __init__(
+        self,
+        config=None,
+        cost=None,
+        vocab_size=None,
+        excluded=(),
+        corpus=None,
+        text_classes=None,
+        start=None,
+        digit_tokens=None,
+        staged_head=False,
+    ):
         self.config = AdaptiveConfig() if config is None else config
         if not isinstance(self.config, AdaptiveConfig):
             raise TypeError(f"config must be an AdaptiveConfig, got {type(self.config).__name__}")
@@ -81,12 +69,13 @@ class AdaptiveProposer:
             raise TypeError(f"excluded must be a collection of draft lengths, got {type(excluded).__name__}")
         excluded = tuple(excluded)
         if not all(isinstance(k, (int, np.integer)) and not isinstance(k, bool) and k >= 1 for k in excluded):
-            raise ValueError(f"excluded must hold draft lengths >= 1 (0, a plain step, is always allowed), "
-                             f"got {excluded!r}")
+            raise ValueError(
+                f"excluded must hold draft lengths >= 1 (0, a plain step, is always allowed), got {excluded!r}"
+            )
         self.excluded = tuple(sorted({int(k) for k in excluded}))
         curve = CPU_SMALL_MODEL if cost is None else cost
         if not isinstance(curve, OnlineCost):
-            curve = cost_model(self.config, curve)
+            curve = cost_model(self.config, curve, staged=staged_head)
         self.cost = curve
         self.vocab_size = vocab_size
         if corpus is not None and not isinstance(corpus, ReferenceCorpus):
@@ -119,8 +108,9 @@ class AdaptiveProposer:
         ``reflow`` is off."""
         self.reflow = None
         if text_classes is not None and self.config.reflow:
-            self.reflow = ReflowIndex(text_classes, lead=self.config.reflow_lead,
-                                      after_space=self.config.reflow_after_space)  # checks them
+            self.reflow = ReflowIndex(
+                text_classes, lead=self.config.reflow_lead, after_space=self.config.reflow_after_space
+            )  # checks them
         elif text_classes is not None:
             check_text_classes(text_classes)
         self.reset(EMPTY)
@@ -163,19 +153,24 @@ class AdaptiveProposer:
             end = self.source_end(match)
             available = len(self.index) - 1 - end  # >= 1: the match's own end is the stream's, never drafted from
             horizon = k_cap if self.config.periodic else min(k_cap, available)
-            options.append(self._option(acceptance, match.length, PROMPT if end < self.prompt_len else GENERATED,
-                                        end, horizon, copying))
+            options.append(
+                self._option(
+                    acceptance, match.length, PROMPT if end < self.prompt_len else GENERATED, end, horizon, copying
+                )
+            )
         if self.view is not None and self.view.length >= self.config.min_match and k_cap > 0:
             end = self.view.source_end()
-            options.append(self._option(acceptance, self.view.length, CORPUS, end,
-                                        min(k_cap, self.view.available(end)), copying))
+            options.append(
+                self._option(acceptance, self.view.length, CORPUS, end, min(k_cap, self.view.available(end)), copying)
+            )
         reflowed = None
         if self.reflow is not None and k_cap > 0:
             reflowed = self.reflow.source(match.length, self.index.tokens)
         if reflowed is not None:
             length, end = reflowed
-            options.append(self._option(acceptance, length, REFLOWED, end, min(k_cap, len(self.index) - 1 - end),
-                                        copying))
+            options.append(
+                self._option(acceptance, length, REFLOWED, end, min(k_cap, len(self.index) - 1 - end), copying)
+            )
         stepped = self.stepped.source(self.index, k_cap) if self.stepped is not None else None
         if stepped is not None:  # judged as a copy whatever the regime: its length grows as a copy's match does
             length, period, stepped_draft = stepped
@@ -291,7 +286,7 @@ class AdaptiveProposer:
     @property
     def stages_output_layer(self):
         """Whether this proposer may ask for a staged output layer (``first_rows``): its cost model stages
-        (``AdaptiveConfig.staged_head`` and a curve with the output layer's times). The loop hooks the output
+        (``staged_head`` and a curve with the output layer's times). The loop hooks the output
         layer only then."""
         return self.cost.staged_head
 

@@ -5,12 +5,13 @@ A generated token is *copied* when the stream, once it is appended, ends in a ma
 that were copied (each older token weighs ``memory`` times less), starting from ``START_SHARE`` worth
 ``START_WEIGHT`` tokens; the output is *copying* while ``share >= copy_share``.
 
-Why it matters (``python -m benchmarks.acceptance_features``, ``benchmarks/recorded/README.md``): on the
+Why it matters (``python -m experiments.acceptance_features``, ``docs/evidence.md``): on the
 development suites the share of copied tokens per request averages 0.92 on Gemma 3 270M's code edits
-(0.73-0.98) and 0.12-0.21 on SmolLM2-135M's QA, RAG answers and summaries. A draft from a short match is a copy of a long span in the
-first kind of output and a phrase that ends within a few tokens in the second; one set of per-length rates
-cannot serve both, and within one 128-token request too few long drafts fail for per-length rates to learn
-the difference in time. The regime, read off the stream itself, separates them from the first tokens.
+(0.73-0.98) and 0.12-0.21 on SmolLM2-135M's QA, RAG answers and summaries. A draft from a short match is a
+copy of a long span in the first kind of output and a phrase that ends within a few tokens in the second; one
+set of per-length rates cannot serve both, and within one 128-token request too few long drafts fail for
+per-length rates to learn the difference in time. The regime, read off the stream itself, separates them from
+the first tokens.
 """
 
 START_SHARE = 0.5  # a request starts undecided, on the copying side of the default threshold 0.4
@@ -42,9 +43,8 @@ class CopyRegime:
             return
         copied = min(appended, max(0, int(match_length) - self.copy_length + 1))
         # token j (0 = oldest of the run) is weighed memory ** (appended - 1 - j); the copied ones are the newest
-        decay = self.memory ** appended
+        decay = self.memory**appended
         geometric = appended if self.memory == 1.0 else (1.0 - decay) / (1.0 - self.memory)
-        newest = copied if self.memory == 1.0 else (1.0 - self.memory ** copied) / (1.0 - self.memory)
+        newest = copied if self.memory == 1.0 else (1.0 - self.memory**copied) / (1.0 - self.memory)
         self.copied = self.copied * decay + newest
         self.weight = self.weight * decay + geometric
-

@@ -62,8 +62,10 @@ class ReferenceCorpus:
     def add(self, tokens):
         """Add one document (a 1-D sequence of token ids; an empty one is ignored)."""
         if isinstance(tokens, numbers.Integral):  # ReferenceCorpus([1, 2, 3]) meant one document, not three
-            raise TypeError(f"a document must be a 1-D sequence of token ids, got {type(tokens).__name__} (pass "
-                            f"ReferenceCorpus([tokens]) for one document)")
+            raise TypeError(
+                f"a document must be a 1-D sequence of token ids, got {type(tokens).__name__} (pass "
+                f"ReferenceCorpus([tokens]) for one document)"
+            )
         doc = as_token_array(tokens, self.vocab_size)
         if self.max_tokens is not None and doc.size > self.max_tokens:
             raise ValueError(f"tokens holds {doc.size} token ids, more than max_tokens={self.max_tokens}")
@@ -108,17 +110,33 @@ class ReferenceCorpus:
         with self._lock:
             tokens = np.concatenate(self._docs) if self._docs else np.zeros(0, dtype=np.int32)
             starts = self.starts.copy()
-        write_archive(path, FORMAT_NAME, FORMAT_VERSION, vocab_size=np.array(self.vocab_size, dtype=np.int64),
-                      max_tokens=np.array(-1 if self.max_tokens is None else self.max_tokens, dtype=np.int64),
-                      tokens=tokens.astype(np.int32), starts=starts)
+        write_archive(
+            path,
+            FORMAT_NAME,
+            FORMAT_VERSION,
+            vocab_size=np.array(self.vocab_size, dtype=np.int64),
+            max_tokens=np.array(-1 if self.max_tokens is None else self.max_tokens, dtype=np.int64),
+            tokens=tokens.astype(np.int32),
+            starts=starts,
+        )
 
     @classmethod
     def load(cls, path):
         """The corpus saved at ``path`` (no pickle); a ``ValueError`` names the file if it is not one."""
+
         def fail(why):
             archive_error(path, "corpus", why)
 
-        arrays = read_archive(path, "corpus", FORMAT_NAME, FORMAT_VERSION, _KEYS)
+        def check_headers(headers):  # before any data is read
+            (tokens_shape, tokens_dtype), (starts_shape, starts_dtype) = headers["tokens"], headers["starts"]
+            if len(tokens_shape) != 1 or tokens_dtype != np.int32 or len(starts_shape) != 1 or starts_dtype != np.int64:
+                fail("array shapes or dtypes do not match the format")
+            if starts_shape[0] > tokens_shape[0] + 1:
+                fail("it holds more documents than tokens")
+            if any(headers[k][0] != () or headers[k][1].kind not in "iu" for k in ("vocab_size", "max_tokens")):
+                fail("array shapes or dtypes do not match the format")
+
+        arrays = read_archive(path, "corpus", FORMAT_NAME, FORMAT_VERSION, _KEYS, check_headers)
         tokens, starts = arrays["tokens"], arrays["starts"]
         if tokens.ndim != 1 or tokens.dtype != np.int32 or starts.ndim != 1 or starts.dtype != np.int64:
             fail("array shapes or dtypes do not match the format")
@@ -152,8 +170,10 @@ class ReferenceCorpus:
                 raise AssertionError("the corpus holds more than max_tokens")
 
     def __repr__(self):
-        return (f"ReferenceCorpus(documents={self.num_documents}, tokens={len(self)}, "
-                f"max_tokens={self.max_tokens}, vocab_size={self.vocab_size if self.vocab_size != MAX_VOCAB else None})")
+        return (
+            f"ReferenceCorpus(documents={self.num_documents}, tokens={len(self)}, "
+            f"max_tokens={self.max_tokens}, vocab_size={self.vocab_size if self.vocab_size != MAX_VOCAB else None})"
+        )
 
 
 def _indexed(docs, vocab_size):
@@ -193,7 +213,7 @@ class CorpusView:
             outside = np.flatnonzero(tokens >= self.index.vocab_size)
             if outside.size:
                 self.matcher.reset()
-                tokens = tokens[outside[-1] + 1:]
+                tokens = tokens[outside[-1] + 1 :]
             self.matcher.feed(tokens)
 
     @property

@@ -37,8 +37,7 @@ class CostCurve:
         if self.head:
             if len(self.head) != len(self.ks):
                 raise ValueError(f"head must hold one time per knot ({len(self.ks)}) or none, got {len(self.head)}")
-            if any(isinstance(h, bool) or not isinstance(h, (int, float, np.integer, np.floating))
-                   for h in self.head):
+            if any(isinstance(h, bool) or not isinstance(h, (int, float, np.integer, np.floating)) for h in self.head):
                 raise TypeError(f"head must hold numbers, got {self.head}")
             if any(not 0 < h < s for h, s in zip(self.head, self.seconds)):
                 raise ValueError(f"head must be positive and below each pass's seconds, got {self.head}")

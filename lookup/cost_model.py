@@ -40,7 +40,7 @@ class OnlineCost:
     as under the right one.
 
     With ``knots_only`` the shape is learned from passes at a knot's length only: on a CPU a pass between two
-    knots costs more than the line between them says (the 8-row stairs: 27-33 % more in the loop, session 32),
+    knots costs more than the line between them says (the 8-row stairs: 27-33 % more in the loop),
     which raises both knots, though passes at them cost what they did (``AdaptiveConfig.shape_at_knots``: off,
     by replay).
 
@@ -58,12 +58,22 @@ class OnlineCost:
     not from the calibration: each is read as its learned log-multiplier plus the part of the timed knot's that
     its own passes have not yet replaced. Lengths the policy never drafts are never timed, so a calibration that
     the loop's passes find too dear at the lengths it drafts would otherwise keep the longer ones dear for good
-    (session 55: Gemma's knots at 47-48 learned at 0.85-0.93, at 63-64 hardly moved, every first draft held at 48
+    (: Gemma's knots at 47-48 learned at 0.85-0.93, at 63-64 hardly moved, every first draft held at 48
     tokens). Only downwards, and a knot the policy then drafts is learned as any other.
     """
 
-    def __init__(self, curve, weight=0.2, shape_rate=0.0, first_level=True, log_shape=None, knots_only=False,
-                 staged=False, evidence=None, follow_timed=False):
+    def __init__(
+        self,
+        curve,
+        weight=0.2,
+        shape_rate=0.0,
+        first_level=True,
+        log_shape=None,
+        knots_only=False,
+        staged=False,
+        evidence=None,
+        follow_timed=False,
+    ):
         if not isinstance(curve, CostCurve):
             raise TypeError(f"curve must be a CostCurve, got {type(curve).__name__}")
         if not 0 < weight <= 1:
@@ -97,7 +107,7 @@ class OnlineCost:
         if timed.size and self.log_shape[timed[-1]] < 0:
             top = timed[-1]
             self._effective = self.log_shape.copy()
-            self._effective[top + 1:] += (1.0 - trust[top + 1:]) * self.log_shape[top]
+            self._effective[top + 1 :] += (1.0 - trust[top + 1 :]) * self.log_shape[top]
 
     def snapshot(self):
         """What the passes observed so far taught (the scale, the learned shape and its evidence), copied: for
@@ -208,8 +218,7 @@ def _per_knot(values, name, curve):
     except (TypeError, ValueError) as error:
         raise TypeError(f"{name} must hold numbers: {error}") from None
     if out.shape != (len(curve.ks),):
-        raise ValueError(f"{name} must hold one value per knot of the curve ({len(curve.ks)}), got shape "
-                         f"{out.shape}")
+        raise ValueError(f"{name} must hold one value per knot of the curve ({len(curve.ks)}), got shape {out.shape}")
     return out
 
 
@@ -219,8 +228,9 @@ def checked_log_shape(log_shape, curve):
     otherwise."""
     out = _per_knot(log_shape, "log_shape", curve)
     if not np.all(np.isfinite(out)) or out[0] != 0 or np.any(np.abs(out) > np.log(SHAPE_BOUND) + 1e-9):
-        raise ValueError(f"log_shape must be finite, 0 at k = 0 and within log({SHAPE_BOUND:g}) either way, "
-                         f"got {out.tolist()}")
+        raise ValueError(
+            f"log_shape must be finite, 0 at k = 0 and within log({SHAPE_BOUND:g}) either way, got {out.tolist()}"
+        )
     return out
 
 
@@ -231,3 +241,42 @@ def checked_evidence(evidence, curve):
     if not np.all(np.isfinite(out)) or np.any(out < 0):
         raise ValueError(f"evidence must hold finite, non-negative weights, got {out.tolist()}")
     return out
+
+
+# c(k)/c(0) calibrated for Gemma 3 270M, fp32, on a 2-core CPU (MKL, every linear layer in its fastest form,
+# integration/fastpass/linear_plan.py): a stand-in for replays of runs that recorded no curve, and for callers that
+# pass none
+CPU_SMALL_MODEL = CostCurve((0, 1, 2, 3, 4, 8, 16, 32, 64), (1.0, 1.02, 1.34, 1.34, 1.63, 3.16, 4.25, 6.46, 9.41))
+
+
+def cost_model(config, curve, log_shape=None, evidence=None, staged=False):
+    """The ``OnlineCost`` that ``config`` (an ``AdaptiveConfig``) learns ``curve`` with, from ``log_shape`` and
+    ``evidence`` if given (a shape learned before and the passes behind each knot); ``staged``: passes may compute
+    the output layer in two stages (``FastPassOptions.staged_head``)."""
+    return OnlineCost(
+        curve,
+        shape_rate=config.shape_rate,
+        first_level=config.first_level,
+        log_shape=log_shape,
+        knots_only=config.shape_at_knots,
+        staged=staged,
+        evidence=evidence,
+        follow_timed=config.follow_timed,
+    )
+
+
+def best_draft_length(expected, cost, excluded=()):
+    """The k that maximises (1 + E[accepted | k]) / cost(k), given ``expected[k] = E[accepted | k]``, among the
+    lengths not in ``excluded`` (draft lengths >= 1 whose verification is not exact on the device)."""
+    return best_draft(expected, cost, excluded)[0]
+
+
+def best_draft(expected, cost, excluded=()):
+    """``(k, value)``: ``best_draft_length``'s k and its expected tokens per unit of cost."""
+    expected = np.asarray(expected, dtype=np.float64)
+    value = (1.0 + expected) / np.asarray(cost(np.arange(expected.size)), dtype=np.float64)
+    for k in excluded:
+        if k < value.size:
+            value[k] = -np.inf
+    k = int(np.argmax(value))
+    return k, float(value[k])

@@ -1,7 +1,7 @@
 """Which earlier occurrence supplies the draft, learned within the request (``occurrence="learned"``).
 
 The longest matched suffix usually occurred more than once, and the occurrences go on differently. Two rules
-each win somewhere on the development suites (``benchmarks/recorded/README.md``, "Learned occurrence"):
+each win somewhere on the development suites (``docs/evidence.md``, "Learned occurrence"):
 
 * ``frequent``: the latest occurrence of the token that most often followed the whole match (the rule
   draftless used alone before);

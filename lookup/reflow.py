@@ -11,8 +11,8 @@ the model has been seen to write instead (``learn``) put in place of the source'
 It is offered only once the model has written a word after the changed whitespace (a stream that ends in
 whitespace is not matched: which word comes next is what the exact index cannot tell either), and only where
 it matches at least ``lead`` more words than the exact match has tokens. Replayed on the 62 recorded runs (245
-suite columns, ``benchmarks/recorded/README.md``, "Re-flowed copies"): +1.6 % on average, +6.8 % on code_edit
-(50 columns), the worst column -0.6 %. One exception since session 61 (``after_space``): a stream that ends in the
+suite columns, ``docs/evidence.md``, "Re-flowed copies"): +1.6 % on average, +6.8 % on code_edit
+(50 columns), the worst column -0.6 %. One exception (``after_space``): a stream that ends in the
 whitespace the model has been seen to write in place of the source's last whitespace token before its next word,
 as a re-indented block's next line begins, goes on at that word ("Re-flowed copies after the new indentation").
 
@@ -37,8 +37,7 @@ def check_text_classes(text_classes):
     if not np.issubdtype(text_classes.dtype, np.integer) or text_classes.dtype == np.bool_:
         raise TypeError(f"text_classes must hold integer classes, got dtype {text_classes.dtype}")
     if text_classes.min() < WHITESPACE:
-        raise ValueError(f"text_classes must hold classes >= 0 or {WHITESPACE} (whitespace), "
-                         f"got {text_classes.min()}")
+        raise ValueError(f"text_classes must hold classes >= 0 or {WHITESPACE} (whitespace), got {text_classes.min()}")
     out = text_classes.astype(np.int64, copy=True)
     out.flags.writeable = False
     return out
@@ -91,7 +90,7 @@ class ReflowIndex:
                 grown = np.zeros(2 * (count + words.size), dtype=np.int64)
                 grown[:count] = self._positions[:count]
                 self._positions = grown
-            self._positions[count: count + words.size] = self._length + words
+            self._positions[count : count + words.size] = self._length + words
         self._length += int(tokens.size)
         self._last_is_word = classes[-1] >= 0
 
@@ -113,8 +112,12 @@ class ReflowIndex:
         at = match.recent_end
         if self._last_is_word:
             end = int(self.positions[at])
-        elif (stream is not None and at + 1 < len(self.classes) and self.positions[at + 1] > self.positions[at] + 1
-              and self.substitutes.get(int(stream[self.positions[at + 1] - 1])) == int(stream[-1])):
+        elif (
+            stream is not None
+            and at + 1 < len(self.classes)
+            and self.positions[at + 1] > self.positions[at] + 1
+            and self.substitutes.get(int(stream[self.positions[at + 1] - 1])) == int(stream[-1])
+        ):
             # the stream ends in the whitespace the model has been writing in place of the source's last whitespace
             # token before its next word (a re-indented block's next line): on at that word
             end = int(self.positions[at + 1]) - 1

@@ -17,8 +17,8 @@ first match, when the prompt has been read and the model has written its first t
 words). Replayed over 575 suite columns of 163 recorded runs in the order their requests ran, keyed by 2 tokens
 at ``start_memory`` 0.5: +0.3 % on average against nothing carried, Gemma's code_edit +2.3 % (up to +8.1 %),
 SmolLM2's -0.3 % (worst -1.7 %), every other suite of both models -1.4 % at worst; carried to every later
-request alike (``start_key`` 0, session 38's form) 0.3 % less on average, columns down 5-6 %
-(``benchmarks/recorded/README.md``, "How requests start, keyed by their opening"). Shared by the generators of
+request alike (``start_key`` 0, the earlier form) 0.3 % less on average, columns down 5-6 %
+(``docs/evidence.md``, "How requests start, keyed by their opening"). Shared by the generators of
 one model and config in a process (``integration``); thread-safe.
 """
 
@@ -78,13 +78,21 @@ class RequestStart:
         shape = self.model.hits.shape
         legacy = (shape[0], STEPPED, shape[2])  # regimes x the origins before STEPPED x lengths
         if hits.size == trials.size == np.prod(legacy):
-            hits, trials = (np.concatenate([part.reshape(legacy), np.zeros((shape[0], 1, shape[2]))], axis=1)
-                            for part in (hits, trials))
+            hits, trials = (
+                np.concatenate([part.reshape(legacy), np.zeros((shape[0], 1, shape[2]))], axis=1)
+                for part in (hits, trials)
+            )
         if hits.size != self.model.hits.size or trials.size != hits.size:
-            raise ValueError(f"state must hold two sequences of {self.model.hits.size} counts, got sizes "
-                             f"{hits.size} and {trials.size}")
-        if not (np.all(np.isfinite(hits)) and np.all(np.isfinite(trials)) and np.all(hits >= 0)
-                and np.all(hits <= trials + 1e-9)):
+            raise ValueError(
+                f"state must hold two sequences of {self.model.hits.size} counts, got sizes "
+                f"{hits.size} and {trials.size}"
+            )
+        if not (
+            np.all(np.isfinite(hits))
+            and np.all(np.isfinite(trials))
+            and np.all(hits >= 0)
+            and np.all(hits <= trials + 1e-9)
+        ):
             raise ValueError("state must hold finite counts, 0 <= hits <= trials")
         with self._lock:
             self.model.hits = hits.reshape(shape).copy()
@@ -114,8 +122,10 @@ class RequestStarts:
         if not isinstance(config, AdaptiveConfig):
             raise TypeError(f"config must be an AdaptiveConfig, got {type(config).__name__}")
         if not config.start_key or not config.start_memory:
-            raise ValueError(f"RequestStarts needs start_memory > 0 and start_key >= 1, got {config.start_memory} and "
-                             f"{config.start_key}")
+            raise ValueError(
+                f"RequestStarts needs start_memory > 0 and start_key >= 1, got {config.start_memory} and "
+                f"{config.start_key}"
+            )
         if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity < 1:
             raise ValueError(f"capacity must be an int >= 1, got {capacity!r}")
         self.config = config
@@ -130,7 +140,7 @@ class RequestStarts:
         if match_length < self.config.min_match:
             return None
         n = min(int(match_length), self.config.start_key, len(tokens))
-        key = tuple(int(t) for t in tokens[len(tokens) - n:])
+        key = tuple(int(t) for t in tokens[len(tokens) - n :])
         with self._lock:
             start = self._starts.get(key)
             if start is None:

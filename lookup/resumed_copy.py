@@ -11,7 +11,7 @@ plain step, at the length that pays best under the resumed copy's own acceptance
 request's resumed drafts show), whose position ``i`` is judged at matched length ``1 + i`` as a copy's is.
 
 Replayed over every recorded run before adoption (``AdaptiveConfig.resume_horizon``; "The resumed copy" in
-``benchmarks/recorded/README.md``): +1.5 % on average over 493 suite columns. Drafted wherever it pays more than
+``docs/evidence.md``): +1.5 % on average over 493 suite columns. Drafted wherever it pays more than
 the matched suffix's draft, not only in place of a plain step, it gained +1.3 % on average but cost the H200
 curve's summaries and RAG answers 5-6 %: on a near-flat curve every draft pays, and the resumed copy displaced
 drafts from the matched suffix that the target would have kept. Also tried and left out: learning its cell from
@@ -24,7 +24,7 @@ from draftless.index.validation import check_positive_int
 from .acceptance_model import DEFAULT_PRIOR, GENERATED, AcceptanceModel
 
 # the resumed copy's acceptance rate per position before any evidence, position i at matched length 1 + i (its
-# bucket in ``acceptance_model.LENGTH_EDGES``): the first token's measured on session 47's recorded outputs of
+# bucket in ``acceptance_model.LENGTH_EDGES``): the first token's measured on recorded outputs of
 # both models (the token after the broken source token was the target's next one after 0.18 / 0.23 of Gemma 3
 # 270M's rejected copies while writing / copying, 0.06 / 0.16 of SmolLM2-135M's); once it held, the copy went
 # on about as a matched suffix's does (0.65-0.88 at positions 1-4), so the later positions take the default prior

@@ -17,7 +17,7 @@ exact or re-flowed match, which it equals wherever no number moves.
 
 It needs the tokenizer to write every number as a run of one-digit tokens (Gemma 3's and SmolLM2's do: "31" is
 "3", "1"); ``draftless.integration`` checks that (``token_text.digit_tokens``) and passes the digits' token ids,
-or none, and then no stepped copy is drafted. Replayed over the recorded runs (``benchmarks/recorded/README.md``,
+or none, and then no stepped copy is drafted. Replayed over the recorded runs (``docs/evidence.md``,
 "Stepped copies"): see that section for the figures that chose it on by default.
 """
 
@@ -40,8 +40,10 @@ class SteppedCopy:
     def __init__(self, digit_tokens, min_period=MIN_PERIOD, max_period=MAX_PERIOD):
         self.digits = digit_tokens if isinstance(digit_tokens, DigitTokens) else DigitTokens(digit_tokens)
         if not 1 <= int(min_period) <= int(max_period):
-            raise ValueError(f"min_period and max_period must satisfy 1 <= min_period <= max_period, got "
-                             f"{min_period} and {max_period}")
+            raise ValueError(
+                f"min_period and max_period must satisfy 1 <= min_period <= max_period, got "
+                f"{min_period} and {max_period}"
+            )
         self.min_period, self.max_period = int(min_period), int(max_period)
 
     def source(self, index, k):

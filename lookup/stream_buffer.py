@@ -22,7 +22,7 @@ class StreamBuffer:
             grown = np.empty(size, dtype=np.int64)
             grown[: self._n] = self._data[: self._n]
             self._data = grown
-        self._data[self._n: need] = tokens
+        self._data[self._n : need] = tokens
         self._n = need
 
     @property

@@ -5,14 +5,14 @@ def occurrence_ends(stream, pattern, limit=None):
     """End positions of every occurrence of ``pattern`` in ``stream[:limit]``."""
     n = len(stream) if limit is None else limit
     m = len(pattern)
-    return [e for e in range(m - 1, n) if stream[e - m + 1: e + 1] == pattern]
+    return [e for e in range(m - 1, n) if stream[e - m + 1 : e + 1] == pattern]
 
 
 def longest_match(stream):
     """(length, most recent earlier end, first end) of the longest suffix that also occurs earlier."""
     n = len(stream)
     for length in range(n - 1, 0, -1):
-        ends = [e for e in occurrence_ends(stream, stream[n - length:]) if e < n - 1]
+        ends = [e for e in occurrence_ends(stream, stream[n - length :]) if e < n - 1]
         if ends:
             return length, max(ends), min(ends)
     return 0, -1, -1
@@ -31,7 +31,7 @@ def followers(stream, ends):
 def continuations(stream, length):
     """``followers`` of the suffix of ``length`` tokens (of every position for 0)."""
     n = len(stream)
-    return followers(stream, occurrence_ends(stream, stream[n - length:]) if length else range(-1, n - 1))
+    return followers(stream, occurrence_ends(stream, stream[n - length :]) if length else range(-1, n - 1))
 
 
 def ranked(items):
@@ -46,7 +46,7 @@ def ranked_continuations(stream, length):
 def stream_match(doc, live):
     """(length, last end, first end) of the longest suffix of ``live`` occurring in ``doc``."""
     for length in range(len(live), 0, -1):
-        ends = occurrence_ends(doc, live[len(live) - length:])
+        ends = occurrence_ends(doc, live[len(live) - length :])
         if ends:
             return length, max(ends), min(ends)
     return 0, -1, -1
@@ -60,11 +60,12 @@ def incremental_stream_match(docs_and_feeds):
     for doc, feed in docs_and_feeds:
         for tok in feed:
             live.append(tok)
-            length = next((n for n in range(min(length + 1, len(live)), 0, -1)
-                           if occurrence_ends(doc, live[len(live) - n:])), 0)
+            length = next(
+                (n for n in range(min(length + 1, len(live)), 0, -1) if occurrence_ends(doc, live[len(live) - n :])), 0
+            )
     if not length:
         return 0, -1, -1
-    ends = occurrence_ends(doc, live[len(live) - length:])
+    ends = occurrence_ends(doc, live[len(live) - length :])
     return length, max(ends), min(ends)
 
 
@@ -72,7 +73,7 @@ def frequent_path(stream, length, max_len):
     """(tokens, counts) of the most frequent path after the suffix of ``length`` tokens: each next token the
     one that most often followed the string so far (ties: the later occurrence), each count the occurrences
     of the suffix followed by the path so far."""
-    string = list(stream[len(stream) - length:])
+    string = list(stream[len(stream) - length :])
     tokens, counts = [], []
     while len(tokens) < max_len:
         ranked = ranked_continuations_of(stream, string)
@@ -94,6 +95,7 @@ def _fp32(x):
     """``x`` (a Python float) rounded to the nearest fp32, as a Python float (past fp32's range, an infinity)."""
     import math
     import struct
+
     try:
         return struct.unpack("<f", struct.pack("<f", x))[0]
     except OverflowError:  # rounds past the largest fp32
@@ -103,6 +105,7 @@ def _fp32(x):
 def _fp32_step_down(x):
     """The fp32 just below ``x`` (an fp32 value; -inf stays)."""
     import struct
+
     if x == float("-inf"):
         return x
     if x == 0:
@@ -143,9 +146,11 @@ def numbered_period(stream, digit, min_period, max_period):
     token) and are not all digits; 0 where none is."""
     n = len(stream)
     for p in range(min_period, min(max_period, n // 2) + 1):
-        last, before = stream[n - p:], stream[n - 2 * p: n - p]
-        same = all((digit(a) is not None and digit(b) is not None) or (digit(a) is None and a == b)
-                   for a, b in zip(last, before))
+        last, before = stream[n - p :], stream[n - 2 * p : n - p]
+        same = all(
+            (digit(a) is not None and digit(b) is not None) or (digit(a) is None and a == b)
+            for a, b in zip(last, before)
+        )
         if same and any(digit(a) is None for a in last):
             return p
     return 0
@@ -184,7 +189,7 @@ def stepped_continuation(stream, digit, ids, p, k):
         if token is None:
             break
         x.append(token)
-    return x[len(stream):]
+    return x[len(stream) :]
 
 
 def stepped_agreement(stream, digit, ids, p, cap):

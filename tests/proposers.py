@@ -21,7 +21,7 @@ class OracleProposer:
 
     def propose(self, max_tokens):
         self.requests.append(max_tokens)
-        return np.array(self.reference[self.seen: self.seen + self.length], dtype=np.int64)
+        return np.array(self.reference[self.seen : self.seen + self.length], dtype=np.int64)
 
 
 class WrongProposer(OracleProposer):
@@ -54,7 +54,6 @@ class PartlyWrongProposer(OracleProposer):
         return draft
 
 
-
 class GreedyDraftProposer:
     """Drafts the target's own greedy continuation of the current stream (cached per prefix): the most
     likely tokens, so under sampling they are often accepted and often rejected."""
@@ -79,7 +78,7 @@ class GreedyDraftProposer:
         if k > 0 and key not in self.cache:
             ids = torch.tensor([self.stream])
             out = self.model.generate(ids, do_sample=False, max_new_tokens=k, eos_token_id=None)
-            self.cache[key] = out[0, len(self.stream):].numpy()
+            self.cache[key] = out[0, len(self.stream) :].numpy()
         return self.cache.get(key, np.empty(0, dtype=np.int64))
 
 
@@ -102,6 +101,6 @@ def drive_drafts(proposer, truth, prompt_len):
         n = 0
         while n < draft.size and draft[n] == truth[pos + n]:
             n += 1
-        proposer.update(truth[pos: pos + n + 1])
+        proposer.update(truth[pos : pos + n + 1])
         pos += n + 1
     return passes

@@ -2,7 +2,7 @@
 
 import pytest
 
-from draftless.integration.screen_product import FORMS
+from draftless.integration.fastpass.screen_product import FORMS
 
 
 @pytest.fixture(params=FORMS)

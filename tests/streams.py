@@ -6,7 +6,8 @@ small_vocab = st.lists(st.integers(0, 3), max_size=120)
 large_vocab = st.lists(st.integers(0, 262143), max_size=60)
 one_token = st.integers(1, 150).map(lambda n: [7] * n)
 periodic = st.tuples(st.sampled_from([2, 7]), st.integers(1, 150)).map(
-    lambda pn: [(i % pn[0]) * 3 + 1 for i in range(pn[1])])
+    lambda pn: [(i % pn[0]) * 3 + 1 for i in range(pn[1])]
+)
 
 
 @st.composite
@@ -25,7 +26,8 @@ def edited_repeats(draw):
 def code_like():
     """Tokens of a small repetitive Python source file, one id per word or symbol."""
     src = "\n".join(
-        f"def f{i}(x, y):\n    if x > {i}:\n        return x + y * {i}\n    return y - x\n" for i in range(12))
+        f"def f{i}(x, y):\n    if x > {i}:\n        return x + y * {i}\n    return y - x\n" for i in range(12)
+    )
     vocab = {}
     return [vocab.setdefault(w, len(vocab)) for w in src.replace("(", " ( ").replace(")", " ) ").split(" ")]
 

@@ -2,20 +2,16 @@
 
 import numpy as np
 import pytest
-
 from hypothesis import given
 from hypothesis import strategies as st
+from proposers import drive
 
 from draftless.lookup.acceptance_model import AcceptanceModel, bucket, expected_accepted
 from draftless.lookup.adaptive import AdaptiveConfig, AdaptiveProposer, best_draft_length
 from draftless.lookup.copy_regime import CopyRegime
 from draftless.lookup.cost_model import FLAT, CostCurve, OnlineCost
 
-from proposers import drive
-
 CPU = CostCurve((0, 1, 16, 32, 64), (1.0, 1.05, 2.3, 3.1, 4.8))
-
-
 
 
 def test_expected_accepted_is_the_sum_of_survivals():
@@ -73,9 +69,9 @@ def test_periodic_text_is_drafted_past_the_end_of_the_stream():
     stopped = drive(AdaptiveProposer(AdaptiveConfig(periodic=False), cost=flat), truth, prompt_len=30 + 16)
     assert periodic[0] == 64 and stopped[:4] == [16] * 4
     assert 2 * len(periodic) <= len(stopped)
-    proposer.reset(np.asarray(truth[:30 + 16 * 3 + 5]))
+    proposer.reset(np.asarray(truth[: 30 + 16 * 3 + 5]))
     draft = proposer.propose(100)
-    assert 0 < draft.size and list(draft) == truth[30 + 16 * 3 + 5:][: draft.size]
+    assert 0 < draft.size and list(draft) == truth[30 + 16 * 3 + 5 :][: draft.size]
 
 
 def test_periodic_continuation_matches_an_overlapping_copy():
@@ -90,7 +86,7 @@ def test_periodic_continuation_matches_an_overlapping_copy():
         out = list(stream)  # plain-Python reference: copy token after token, reading what was just written
         for i in range(k):
             out.append(out[end + 1 + i])
-        assert list(periodic_continuation(index, end, k)) == out[stream.size:]
+        assert list(periodic_continuation(index, end, k)) == out[stream.size :]
 
 
 def test_never_drafts_an_excluded_length():
@@ -103,8 +99,10 @@ def test_never_drafts_an_excluded_length():
     assert 63 in ks and not {32, 64} & set(ks)
 
 
-@pytest.mark.parametrize("excluded, error", [(5, TypeError), ("64", TypeError), ((0,), ValueError),
-                                             ((True,), ValueError), ((2.0,), ValueError)])
+@pytest.mark.parametrize(
+    "excluded, error",
+    [(5, TypeError), ("64", TypeError), ((0,), ValueError), ((True,), ValueError), ((2.0,), ValueError)],
+)
 def test_excluded_lengths_are_validated(excluded, error):
     with pytest.raises(error, match="excluded"):
         AdaptiveProposer(cost=FLAT, excluded=excluded)
@@ -148,13 +146,26 @@ def test_acceptance_model_learns_and_forgets():
     assert m.rate(20, False) == pytest.approx(prior)  # the other source is untouched
 
 
-@pytest.mark.parametrize("kwargs, error", [
-    ({"max_draft": 0}, ValueError), ({"max_draft": 1025}, ValueError), ({"min_match": 1.5}, TypeError), ({"occurrence": "nearest"}, ValueError),
-    ({"prior_strength": 0}, ValueError), ({"prior_strength": float("inf")}, ValueError),
-    ({"prior_strength": float("nan")}, ValueError), ({"forgetting": 1.5}, ValueError), ({"prior": (0.5,) * 3}, ValueError),
-    ({"prior": (1.0,) * 12}, ValueError), ({"copy_length": 0}, ValueError), ({"copy_share": 1.5}, ValueError),
-    ({"copy_memory": 0.0}, ValueError), ({"periodic": 1}, TypeError), ({"periodic": "yes"}, TypeError),
-])
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        ({"max_draft": 0}, ValueError),
+        ({"max_draft": 1025}, ValueError),
+        ({"min_match": 1.5}, TypeError),
+        ({"occurrence": "nearest"}, ValueError),
+        ({"prior_strength": 0}, ValueError),
+        ({"prior_strength": float("inf")}, ValueError),
+        ({"prior_strength": float("nan")}, ValueError),
+        ({"forgetting": 1.5}, ValueError),
+        ({"prior": (0.5,) * 3}, ValueError),
+        ({"prior": (1.0,) * 12}, ValueError),
+        ({"copy_length": 0}, ValueError),
+        ({"copy_share": 1.5}, ValueError),
+        ({"copy_memory": 0.0}, ValueError),
+        ({"periodic": 1}, TypeError),
+        ({"periodic": "yes"}, TypeError),
+    ],
+)
 def test_config_is_validated(kwargs, error):
     with pytest.raises(error, match=next(iter(kwargs))):
         AdaptiveConfig(**kwargs)
@@ -184,10 +195,9 @@ def test_cost_curve_is_validated_and_interpolates():
 
 def test_adaptive_proposer_in_the_verification_loop_is_exact_and_learns_cost():
     import torch
+    from tiny_models import repetitive_prompt, tiny_model
 
     from draftless.integration import SpeculativeGenerator
-
-    from tiny_models import repetitive_prompt, tiny_model
 
     model = tiny_model("gemma3")
     ids = repetitive_prompt(30)
@@ -230,14 +240,16 @@ def test_writing_regime_gives_unverified_draft_tokens_no_credit():
         m.observe(3, True, accepted=4, drafted=10, copying=False)
     assert m.rate(3, True, copying=False) > 0.75 > m.rate(3, True, copying=True)
     assert m.rate(6, True, copying=False) == pytest.approx(m.rate(6, True, copying=True))  # untouched
-    assert m.trials[0, 1, bucket(3)] > 0 and m.trials[1].sum() == 0 and m.trials[0, 1].sum() == m.trials[0, 1, bucket(3)]
+    assert (
+        m.trials[0, 1, bucket(3)] > 0 and m.trials[1].sum() == 0 and m.trials[0, 1].sum() == m.trials[0, 1, bucket(3)]
+    )
 
 
 def test_regime_follows_the_output_and_writing_drafts_stay_short():
     rng = np.random.default_rng(2)
     block = list(range(100, 160))
     # a prompt that holds the block, then generated text that copies 5-token phrases of it between new words
-    phrases = [x for s in rng.integers(0, 55, 60) for x in block[s: s + 5] + rng.integers(0, 1000, 3).tolist()]
+    phrases = [x for s in rng.integers(0, 55, 60) for x in block[s : s + 5] + rng.integers(0, 1000, 3).tolist()]
     p = AdaptiveProposer(cost=CPU)
     ks = drive(p, block + phrases, prompt_len=len(block))
     # writing: no long drafts from short matches (at most a 5-token phrase and the token after it; the learned

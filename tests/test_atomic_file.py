@@ -2,8 +2,8 @@
 
 import pytest
 
-from draftless.integration import atomic_file
-from draftless.integration.atomic_file import write_text_atomically
+from draftless.integration import store as atomic_file
+from draftless.integration.store import write_text_atomically
 
 
 def test_a_file_is_replaced_whole_and_nothing_is_left_beside_it(tmp_path):

@@ -3,20 +3,35 @@ run checks, records as the outputs and lets the oracle draft (no timing assertio
 
 import json
 
+from test_benchmarks import tiny_dir  # noqa: F401 (a fixture)
+
 from benchmarks import report
 from benchmarks.recorded_run import recorded_config, recorded_cost, recorded_request_start, recorded_start
 from benchmarks.replay import replay_one
 from benchmarks.run import main as run_main
 from draftless.lookup import AdaptiveProposer
 
-from test_benchmarks import tiny_dir  # noqa: F401 (a fixture)
-
 
 def test_a_sampled_run_checks_the_loops_methods_against_its_plain_steps(tiny_dir, tmp_path):
     out = tmp_path / "s.json"
-    result = run_main(["--model", str(tiny_dir), "--suite", "repetitive,code_edit", "--limit", "1",
-                       "--max-new-tokens", "24", "--temperature", "0.8", "--methods",
-                       "hf_pld,draftless,rule_ngram32,no_draft,oracle", "--json", str(out)])
+    result = run_main(
+        [
+            "--model",
+            str(tiny_dir),
+            "--suite",
+            "repetitive,code_edit",
+            "--limit",
+            "1",
+            "--max-new-tokens",
+            "24",
+            "--temperature",
+            "0.8",
+            "--methods",
+            "hf_pld,draftless,rule_ngram32,no_draft,oracle",
+            "--json",
+            str(out),
+        ]
+    )
     assert result["sampling"]["do_sample"] and not result["mismatches"]
     loop = {"draftless", "rule_ngram32", "no_draft", "oracle_k8", "oracle_k16", "oracle_k32"}
     assert {r["method"] for r in result["runs"]} == loop | {"vanilla", "hf_pld"}
@@ -40,8 +55,10 @@ def test_a_sampled_run_checks_the_loops_methods_against_its_plain_steps(tiny_dir
     assert len(learned) == 2 and learned[1].get("start_shape") == learned[0].get("start_shape")
     for rec, run in zip(data["outputs"], [r for r in data["runs"] if r["method"] == "draftless"]):
         config = recorded_config(data)  # each request starts from the shape it recorded
-        proposer = AdaptiveProposer(config, cost=recorded_start(recorded_cost(data), config, run),
-                                    start=recorded_request_start(config, run))
-        passes, accepted, drafted, _ = replay_one(proposer, rec["tokens"], rec["prompt_len"], data["max_new_tokens"],
-                                                  run["pass_seconds"])
+        proposer = AdaptiveProposer(
+            config, cost=recorded_start(recorded_cost(data), config, run), start=recorded_request_start(config, run)
+        )
+        passes, accepted, drafted, _ = replay_one(
+            proposer, rec["tokens"], rec["prompt_len"], data["max_new_tokens"], run["pass_seconds"]
+        )
         assert [list(p) for p in zip(drafted, accepted)] == run["draft_trace"]

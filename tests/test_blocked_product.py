@@ -1,24 +1,12 @@
 """A transposed linear product taken in blocks of output features (``blocked_product.transposed_product``): the
 same rows as the product taken whole, blocks sized by the rule, and a model's logits unchanged by it."""
 
-import json
-
 import pytest
 import torch
-
-from draftless.integration import blocked_product, linear_plan
-
 from test_linear_plans import every_form
-from tiny_models import tiny_model, tiny_tokenizer
+from tiny_models import tiny_model
 
-
-@pytest.fixture
-def small_blocks(monkeypatch):
-    """Blocks small enough that tiny weights are split: 64-feature multiples, 2 KiB of result, from 2 rows."""
-    monkeypatch.setattr(blocked_product, "OUTPUT_BLOCK_BYTES", 2048)
-    monkeypatch.setattr(blocked_product, "BLOCK_MULTIPLE", 64)
-    monkeypatch.setattr(blocked_product, "BLOCKED_FROM_ROWS", 2)
-    monkeypatch.setattr(blocked_product, "BLOCKED_FROM_BYTES", 0)
+from draftless.integration.fastpass import blocked_product, linear_plan
 
 
 def test_block_sizes_follow_the_rule():
@@ -29,8 +17,11 @@ def test_block_sizes_follow_the_rule():
         for itemsize in (4, 2):  # fp32, 16-bit types: as many bytes of result a block
             step = f(262144, rows, itemsize)
             assert step % blocked_product.BLOCK_MULTIPLE == 0 and step < 262144
-            assert (step * rows * itemsize <= blocked_product.OUTPUT_BLOCK_BYTES
-                    < (step + blocked_product.BLOCK_MULTIPLE) * rows * itemsize)
+            assert (
+                step * rows * itemsize
+                <= blocked_product.OUTPUT_BLOCK_BYTES
+                < (step + blocked_product.BLOCK_MULTIPLE) * rows * itemsize
+            )
     assert f(262144, 10_000, 4) == blocked_product.BLOCK_MULTIPLE  # never less than one multiple
     assert f(200, 10_000, 4) == 200  # never more than the features
 
@@ -46,7 +37,7 @@ def test_blocked_rows_are_the_whole_products_rows(small_blocks, features, rows, 
     assert out.shape == (rows, features) and torch.allclose(out, whole, atol=1e-5, rtol=1e-5)
     assert torch.equal(out.argmax(-1), whole.argmax(-1))
     bias = torch.randn(features, generator=g)
-    full = linear_plan._product(weight, bias, flat[:rows], padded, True)
+    full = linear_plan.form_product(weight, bias, flat[:rows], padded, True)
     assert full.is_contiguous() and torch.allclose(full, flat[:rows] @ weight.t() + bias, atol=1e-4, rtol=1e-4)
 
 
@@ -74,24 +65,3 @@ def test_a_model_s_logits_are_unchanged_by_blocked_products(small_blocks, kind, 
     for a, b in zip(plain, planned):
         assert a.shape == b.shape and torch.allclose(a, b, atol=1e-5)
         assert torch.equal(a.argmax(-1), b.argmax(-1))
-
-
-def test_the_blocked_product_tool_times_both_ways(tmp_path, small_blocks):
-    from benchmarks import blocked_product as tool
-
-    model = tiny_model("llama")
-    result = tool.measure(model, rows=[2, 9], ks=[0, 3], context=12, rounds=2)
-    assert [r["rows"] for r in result["product"]] == [2, 9] and [r["k"] for r in result["pass"]] == [0, 3]
-    assert all(r["whole_ms"] > 0 and r["blocked_ms"] > 0 for part in result.values() for r in part)
-    assert blocked_product.BLOCKED_FROM_ROWS == 2  # switched back on after the whole rounds
-    assert tool.markdown(result).count("| 9 |") == 1
-    model.save_pretrained(tmp_path / "tiny")
-    tiny_tokenizer().save_pretrained(tmp_path / "tiny")
-    out = tmp_path / "b.json"
-    tool.main(["--model", str(tmp_path / "tiny"), "--rows", "3", "--ks", "2,0", "--context", "8", "--rounds", "1",
-               "--json", str(out)])
-    saved = json.loads(out.read_text())
-    assert [r["k"] for r in saved["pass"]] == [0, 2] and saved["context"] == 8 and saved["rounds"] == 1
-    for bad in (["--rows", "0"], ["--ks", "a"], ["--rounds", "0"]):
-        with pytest.raises(SystemExit):
-            tool.main(["--model", str(tmp_path / "tiny"), *bad])

@@ -5,12 +5,11 @@ import copy
 
 import pytest
 import torch
+from tiny_models import SLIDING_WINDOW, repetitive_prompt, tiny_model
 from transformers import StaticCache
 from transformers.cache_utils import DynamicLayer
 
 from draftless.integration import SpeculativeGenerator, UnsupportedGeneration, disable, enable, generate, kv_cache
-
-from tiny_models import SLIDING_WINDOW, repetitive_prompt, tiny_model
 
 NEW = 30
 
@@ -18,8 +17,9 @@ NEW = 30
 def turns(model):
     """The first turn's output and cache (``generate``'s own), and the second turn's prompt: that output and a
     new user message. The cache holds every position but the last generated token's."""
-    first = model.generate(repetitive_prompt(40), max_new_tokens=10, do_sample=False, eos_token_id=None,
-                           return_dict_in_generate=True)
+    first = model.generate(
+        repetitive_prompt(40), max_new_tokens=10, do_sample=False, eos_token_id=None, return_dict_in_generate=True
+    )
     prompt = torch.cat([first.sequences, repetitive_prompt(12, seed=3)], dim=1)
     return first.past_key_values, prompt
 
@@ -103,8 +103,7 @@ def test_a_cache_with_nothing_left_to_compute_is_unsupported_and_enable_hands_it
     ref = model.generate(tail, attention_mask=mask, cache=copy.deepcopy(cache), max_new_tokens=5, do_sample=False)
     enable(model)
     try:
-        out = model.generate(tail, attention_mask=mask, cache=copy.deepcopy(cache), max_new_tokens=5,
-                             do_sample=False)
+        out = model.generate(tail, attention_mask=mask, cache=copy.deepcopy(cache), max_new_tokens=5, do_sample=False)
     finally:
         disable(model)
     assert torch.equal(out, ref)

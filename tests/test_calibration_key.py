@@ -3,10 +3,10 @@
 import os
 
 import torch
-
-from draftless.integration import calibration_key
-
+import transformers
 from tiny_models import tiny_model
+
+from draftless.integration import store as calibration_key
 
 
 def test_key_names_the_architecture_not_the_checkpoint(monkeypatch):
@@ -25,13 +25,17 @@ def test_key_names_the_architecture_not_the_checkpoint(monkeypatch):
     eager = tiny_model("llama")
     eager.set_attn_implementation("eager")  # another attention kernel: other timings, other exact lengths
     assert calibration_key.calibration_key(eager) != key
-    monkeypatch.setattr(calibration_key.transformers, "__version__", "0.0.1")  # another forward's code
+    monkeypatch.setattr(transformers, "__version__", "0.0.1")  # another forward's code
     assert calibration_key.calibration_key(base) != key
 
 
 def test_timing_config_drops_checkpoint_fields_at_every_level():
-    config = {"hidden_size": 8, "_name_or_path": "x", "eos_token_id": 1,
-              "text_config": {"vocab_size": 9, "pad_token_id": 0, "transformers_version": "5.0"}}
+    config = {
+        "hidden_size": 8,
+        "_name_or_path": "x",
+        "eos_token_id": 1,
+        "text_config": {"vocab_size": 9, "pad_token_id": 0, "transformers_version": "5.0"},
+    }
     assert calibration_key.timing_config(config) == {"hidden_size": 8, "text_config": {"vocab_size": 9}}
 
 

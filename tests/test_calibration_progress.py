@@ -2,23 +2,13 @@
 calibration, stage by stage (what the CLI and the benchmarks draw as bars). No timing assertions."""
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 import torch
-
-from draftless.integration import calibration, linear_plan, pass_check
-
 from tiny_models import tiny_model, tiny_tokenizer
 
-
-@pytest.fixture
-def short_curve(monkeypatch):
-    """The curve measured after a short context in one round: the same steps, a fraction of the time."""
-    real = calibration.measure_cost_curve
-    monkeypatch.setattr(calibration, "measure_cost_curve",
-                        lambda m, ks, progress=None: real(m, ks, context=16, repeats=1, progress=progress))
+from draftless.integration import calibration, pass_check, store
+from draftless.integration.fastpass import linear_plan
 
 
 def _by_stage(calls):
@@ -48,7 +38,7 @@ def test_calibrate_counts_every_stage_to_its_total_then_measures_nothing(cache_d
     assert len(stages["cost curve"]) == 2 + len(calibration.MEASURED_KS)  # the two ends warmed up, one timed round
     assert curve == calibration.cached_cost_curve(model) and plans == calibration.cached_linear_plans(model)
     calls.clear()
-    calibration._MEMO.clear()  # read back from disk: nothing measured, nothing reported
+    store.forget_read_files()  # read back from disk: nothing measured, nothing reported
     assert calibration.calibrate(model, lambda *call: calls.append(call)) == (curve, plans, inexact)
     assert calls == []
 
@@ -69,7 +59,7 @@ def test_calibrated_follows_the_key_and_a_readable_file(cache_dir, short_curve, 
     kind = calibration.cost_kind(calibration.DEFAULT_KS)
     path = cache_dir / "calibration" / f"{calibration.calibration_key(model)}-{kind}.json"
     path.write_text("{not json")
-    calibration._MEMO.clear()
+    store.forget_read_files()
     with caplog.at_level("WARNING", logger="draftless.integration.calibration"):
         assert not calibration.calibrated(model)  # asking warns of nothing; measuring again does
         assert not caplog.records
@@ -116,7 +106,7 @@ def test_cli_generate_shows_the_first_calibration_once(tmp_path, cache_dir, shor
     err = capsys.readouterr().err
     assert "measuring this model's speed on this machine once" in err
     assert "calibrating: linear-layer plans" in err and "calibrating: cost curve" in err
-    calibration._MEMO.clear()
+    store.forget_read_files()
     main(command)  # cached on disk: straight to the completion
     assert "calibrating" not in capsys.readouterr().err
 
@@ -126,83 +116,7 @@ def test_the_linear_plans_are_timed_without_autograd(monkeypatch):
     # would be chosen for passes the loop never makes
     model = tiny_model("llama")
     seen = []
-    real = linear_plan._product
-    monkeypatch.setattr(linear_plan, "_product", lambda *a: seen.append(torch.is_grad_enabled()) or real(*a))
+    real = linear_plan.form_product
+    monkeypatch.setattr(linear_plan, "form_product", lambda *a: seen.append(torch.is_grad_enabled()) or real(*a))
     linear_plan.measure_linear_plans(model, max_rows=2, wide_rows=(), repeats=1, progress=lambda done, total: None)
     assert seen and not any(seen)
-
-
-def test_first_calibration_times_each_stage_and_then_nothing(cache_dir, short_curve):
-    from benchmarks.first_calibration import time_first_calibration
-
-    model = tiny_model("llama")
-    first = time_first_calibration(model)
-    stages = [part for part in first if part in calibration.STAGES]
-    assert stages == list(calibration.STAGES[:2]) and all(first[s] > 0 for s in stages)
-    assert first["total"] >= sum(first[s] for s in stages) > 0
-    assert 0 < first["curve passes after the first"] < first["cost curve"]
-    again = time_first_calibration(model)  # everything cached: no stage measured
-    assert set(again) == {"total"}
-
-
-def test_process_start_times_every_stage_of_a_local_model(tmp_path, cache_dir, short_curve, capsys):
-    from benchmarks.process_start import main
-
-    tokenizer = tiny_tokenizer()
-    tiny_model("llama", vocab=len(tokenizer)).save_pretrained(tmp_path / "tiny")
-    tokenizer.save_pretrained(tmp_path / "tiny")
-    main(["--model", str(tmp_path / "tiny"), "--once", "--new-tokens", "4"])
-    seconds = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert list(seconds) == ["import torch", "import transformers", "import draftless.integration",
-                             "load_model (its tokenizer and weights)", "build the generator", "first generate",
-                             "second generate"]
-    assert all(value >= 0 for value in seconds.values()) and seconds["first generate"] > 0
-
-
-def test_process_start_with_an_empty_calibration_calibrates_elsewhere(tmp_path, cache_dir, short_curve, capsys,
-                                                                         monkeypatch):
-    from benchmarks.process_start import main
-
-    tokenizer = tiny_tokenizer()
-    tiny_model("llama", vocab=len(tokenizer)).save_pretrained(tmp_path / "tiny")
-    tokenizer.save_pretrained(tmp_path / "tiny")
-    monkeypatch.setenv("DRAFTLESS_CACHE", str(cache_dir))  # restored after: --once moves it, as its process may
-    before = sorted(p.name for p in cache_dir.rglob("*"))
-    main(["--model", str(tmp_path / "tiny"), "--once", "--new-tokens", "4", "--empty-calibration"])
-    seconds = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert seconds["first generate"] > 0 and len(seconds) == 7
-    assert sorted(p.name for p in cache_dir.rglob("*")) == before  # the user's cache untouched
-    elsewhere = os.environ["DRAFTLESS_CACHE"]
-    assert elsewhere != str(cache_dir) and not Path(elsewhere).exists()  # the empty cache removed after
-    assert calibration._MEMO and all(key.startswith(elsewhere) for key in calibration._MEMO)  # calibrated there
-
-
-def test_process_start_both_ways_reports_what_the_first_calibration_adds(monkeypatch, tmp_path, capsys):
-    import benchmarks.process_start as process_start
-
-    commands = []
-
-    def fresh(command, repeats):  # cached processes: 1.5 s to build and first generate, empty ones 4.5 s
-        commands.append(command)
-        empty = "--empty-calibration" in command
-        return [{"load": 2.0, "build the generator": 2.5 if empty else 0.5, "first generate": 2.0 if empty else 1.0}
-                ] * repeats
-
-    monkeypatch.setattr(process_start, "run_fresh", fresh)
-    out = tmp_path / "start.json"
-    runs = process_start.main(["--model", "m", "--calibration", "both", "--repeats", "2", "--json", str(out)])
-    assert ["--empty-calibration" in c for c in commands] == [False, False, True, False, True]  # one untimed first
-    assert len(runs["cached"]) == len(runs["empty"]) == 2
-    assert "adds 3.00 s to building the generator and its first generate" in capsys.readouterr().out
-    written = json.loads(out.read_text())
-    assert written["first_calibration_felt"] == 3.0 and written["calibration"] == "both"
-    single = process_start.main(["--model", "m", "--calibration", "empty", "--repeats", "1"])
-    assert single[0]["first generate"] == 2.0 and "--empty-calibration" in commands[-1]
-
-
-def test_fresh_process_timings_are_tabled_with_their_median():
-    from benchmarks.fresh_processes import median_table
-
-    table = median_table("title", [{"a": 1.0, "b": 4.0}, {"a": 3.0, "b": 2.0}, {"a": 2.0, "b": 3.5}])
-    assert table.splitlines()[:4] == ["title", "", "| part | run 1 | run 2 | run 3 | median |", "|---|---|---|---|---|"]
-    assert table.splitlines()[4:] == ["| a | 1.00 | 3.00 | 2.00 | 2.00 |", "| b | 4.00 | 2.00 | 3.50 | 3.50 |"]

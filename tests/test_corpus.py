@@ -2,12 +2,12 @@
 documents never run into each other, the oldest documents dropped past ``max_tokens``, saving without pickle,
 and the policy's choice between the request's own text and the corpus."""
 
+import naive
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import naive
 from draftless.lookup import AdaptiveConfig, AdaptiveProposer, ReferenceCorpus
 from draftless.lookup.acceptance_model import CORPUS, DEFAULT_PRIOR, PROMPT
 from draftless.lookup.adaptive import CPU_SMALL_MODEL
@@ -41,13 +41,13 @@ def test_the_match_and_its_continuation_agree_with_brute_force(docs, live, k):
         if not length:
             assert end == -1 and view.continuation(k).size == 0
             continue
-        assert flat[end - length + 1: end + 1] == live[i + 1 - length: i + 1]  # a real occurrence of the match
+        assert flat[end - length + 1 : end + 1] == live[i + 1 - length : i + 1]  # a real occurrence of the match
         # the drafted occurrence is followed by the token that most often followed the match (ties: latest)
-        ranked = naive.ranked_continuations_of(flat, live[i + 1 - length: i + 1])
+        ranked = naive.ranked_continuations_of(flat, live[i + 1 - length : i + 1])
         if ranked:
             assert flat[end + 1] == ranked[0][0]
         stop = document_end(corpus, end)
-        assert view.continuation(k).tolist() == flat[end + 1: min(stop + 1, end + 1 + k)]  # never past its document
+        assert view.continuation(k).tolist() == flat[end + 1 : min(stop + 1, end + 1 + k)]  # never past its document
 
 
 def test_documents_added_during_a_request_are_matched_and_bounded():
@@ -126,16 +126,19 @@ def test_requests_go_on_matching_while_a_rebuild_runs(monkeypatch):
     corpus.check_invariants()
 
 
-@pytest.mark.parametrize("build, error, words", [
-    (lambda: ReferenceCorpus("abc"), TypeError, "documents"),
-    (lambda: ReferenceCorpus([1, 2, 3]), TypeError, "a 1-D sequence of token ids, got int"),  # one flat document
-    (lambda: ReferenceCorpus([[1, -2]]), ValueError, "negative token id"),
-    (lambda: ReferenceCorpus([[1.5]]), TypeError, "integer token ids"),
-    (lambda: ReferenceCorpus([[5]], vocab_size=5), ValueError, "past the vocabulary"),
-    (lambda: ReferenceCorpus(max_tokens=0), ValueError, "max_tokens"),
-    (lambda: ReferenceCorpus(vocab_size="big"), TypeError, "vocab_size"),
-    (lambda: AdaptiveProposer(corpus=[[1, 2]]), TypeError, "corpus"),
-])
+@pytest.mark.parametrize(
+    "build, error, words",
+    [
+        (lambda: ReferenceCorpus("abc"), TypeError, "documents"),
+        (lambda: ReferenceCorpus([1, 2, 3]), TypeError, "a 1-D sequence of token ids, got int"),  # one flat document
+        (lambda: ReferenceCorpus([[1, -2]]), ValueError, "negative token id"),
+        (lambda: ReferenceCorpus([[1.5]]), TypeError, "integer token ids"),
+        (lambda: ReferenceCorpus([[5]], vocab_size=5), ValueError, "past the vocabulary"),
+        (lambda: ReferenceCorpus(max_tokens=0), ValueError, "max_tokens"),
+        (lambda: ReferenceCorpus(vocab_size="big"), TypeError, "vocab_size"),
+        (lambda: AdaptiveProposer(corpus=[[1, 2]]), TypeError, "corpus"),
+    ],
+)
 def test_bad_input_is_refused_by_name(build, error, words):
     with pytest.raises(error, match=words):
         build()
@@ -168,7 +171,7 @@ def test_the_corpus_is_drafted_from_where_the_request_has_no_match():
     p = proposer(ReferenceCorpus([[3, 4] + phrase, [50, 51, 52]]))
     p.reset(np.array([60, 61, 62] + phrase[:8]))  # the prompt quotes the document's first eight tokens
     draft = p.propose(64)
-    assert draft.tolist() == phrase[8: 8 + draft.size] and draft.size >= 8
+    assert draft.tolist() == phrase[8 : 8 + draft.size] and draft.size >= 8
     assert p._pending[1] == CORPUS
     p.update(np.append(draft, 99))  # all accepted: the corpus cells learn
     assert p.acceptance.trials[:, CORPUS].sum() > 0

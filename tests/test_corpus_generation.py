@@ -4,11 +4,10 @@
 import numpy as np
 import pytest
 import torch
+from tiny_models import VOCAB, repetitive_prompt, tiny_model
 
 from draftless.integration import SpeculativeGenerator, disable, enable, generate
 from draftless.lookup import DraftConfig, ReferenceCorpus
-
-from tiny_models import VOCAB, repetitive_prompt, tiny_model
 
 NEW = 40
 
@@ -22,7 +21,7 @@ def test_a_corpus_holding_the_answer_is_drafted_from_exactly(kind):
     model = tiny_model(kind)
     ids = torch.randint(2, VOCAB, (1, 12), generator=torch.Generator().manual_seed(1))  # nothing repeats in it
     want = reference(model, ids)
-    answer = want[0, ids.shape[1]:].tolist()
+    answer = want[0, ids.shape[1] :].tolist()
     corpus = ReferenceCorpus([[7, 8, 9], ids[0, -4:].tolist() + answer, [3] * 20])  # the answer, not in the prompt
     generator = SpeculativeGenerator(model, corpus=corpus)
     assert torch.equal(generator.generate(ids, max_new_tokens=NEW, eos_token_id=None), want)
@@ -33,7 +32,7 @@ def test_a_corpus_holding_the_answer_is_drafted_from_exactly(kind):
     plain = SpeculativeGenerator(model)
     plain.generate(ids, max_new_tokens=NEW, eos_token_id=None)
     # no fewer tokens kept than without it (the tiny models' outputs repeat one token, so the stream alone may
-    # draft them as well: session 50's clone saw both keep 36 in 3 passes)
+    # draft them as well: a clone saw both keep 36 in 3 passes)
     assert stats.accepted >= plain.last_stats.accepted and stats.passes <= plain.last_stats.passes
 
 
@@ -52,7 +51,7 @@ def test_remembered_outputs_are_drafted_from_by_later_requests():
     corpus = ReferenceCorpus()
     generator = SpeculativeGenerator(model, corpus=corpus, remember=True)
     first = generator.generate(ids, max_new_tokens=NEW, eos_token_id=None)
-    assert corpus.num_documents == 1 and corpus.documents()[0].tolist() == first[0, ids.shape[1]:].tolist()
+    assert corpus.num_documents == 1 and corpus.documents()[0].tolist() == first[0, ids.shape[1] :].tolist()
     passes = generator.last_stats.passes
     second = generator.generate(ids, max_new_tokens=NEW, eos_token_id=None)  # the same request again
     assert torch.equal(second, first) and torch.equal(first, reference(model, ids))
@@ -74,20 +73,24 @@ def test_generate_and_enable_take_a_corpus():
     assert corpus.num_documents == 2
 
 
-@pytest.mark.parametrize("kwargs, error, words", [
-    (dict(corpus=[[1, 2, 3]]), TypeError, "corpus must be a draftless.lookup.ReferenceCorpus"),
-    (dict(remember=True), ValueError, "remember=True needs a corpus"),
-    (dict(corpus=ReferenceCorpus(), remember=1), TypeError, "remember must be a bool"),
-    (dict(corpus=ReferenceCorpus(), config=DraftConfig()), ValueError, "adaptive proposer only"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, words",
+    [
+        (dict(corpus=[[1, 2, 3]]), TypeError, "corpus must be a draftless.lookup.ReferenceCorpus"),
+        (dict(remember=True), ValueError, "remember=True needs a corpus"),
+        (dict(corpus=ReferenceCorpus(), remember=1), TypeError, "remember must be a bool"),
+        (dict(corpus=ReferenceCorpus(), config=DraftConfig()), ValueError, "adaptive proposer only"),
+    ],
+)
 def test_bad_corpus_arguments_are_refused_by_name(kwargs, error, words):
     with pytest.raises(error, match=words):
         SpeculativeGenerator(tiny_model("llama"), **kwargs)
 
 
 def test_the_cli_drafts_from_reference_files(tmp_path, capsys):
-    from draftless.integration.cli import main
     from tiny_models import tiny_tokenizer
+
+    from draftless.integration.cli import main
 
     tok = tiny_tokenizer()
     model = tiny_model("llama", vocab=len(tok))
@@ -95,9 +98,30 @@ def test_the_cli_drafts_from_reference_files(tmp_path, capsys):
     tok.save_pretrained(tmp_path / "tiny")
     (tmp_path / "prompt.txt").write_text("def add(x, y):")
     (tmp_path / "doc.txt").write_text("def add(x, y):\n    return x + y\n")
-    main(["generate", "--model", str(tmp_path / "tiny"), "--prompt-file", str(tmp_path / "prompt.txt"),
-          "--reference", str(tmp_path / "doc.txt"), "--max-new-tokens", "8", "--stats"])
+    main(
+        [
+            "generate",
+            "--model",
+            str(tmp_path / "tiny"),
+            "--prompt-file",
+            str(tmp_path / "prompt.txt"),
+            "--reference",
+            str(tmp_path / "doc.txt"),
+            "--max-new-tokens",
+            "8",
+            "--stats",
+        ]
+    )
     assert "8 new tokens" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        main(["generate", "--model", str(tmp_path / "tiny"), "--prompt-file", str(tmp_path / "prompt.txt"),
-              "--reference", str(tmp_path / "missing.txt")])
+        main(
+            [
+                "generate",
+                "--model",
+                str(tmp_path / "tiny"),
+                "--prompt-file",
+                str(tmp_path / "prompt.txt"),
+                "--reference",
+                str(tmp_path / "missing.txt"),
+            ]
+        )

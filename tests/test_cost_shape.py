@@ -77,8 +77,13 @@ def test_shape_rate_is_checked_and_reaches_the_cost_model():
     assert AdaptiveProposer(AdaptiveConfig(shape_rate=0.2), cost=CURVE).cost.shape_rate == 0.2
     given = OnlineCost(CURVE, shape_rate=0.3)
     assert AdaptiveProposer(AdaptiveConfig(shape_rate=0.2), cost=given).cost is given  # the caller's own
-    for bad, error in ((1.0, ValueError), (-0.1, ValueError), ("0.1", TypeError), (True, TypeError),
-                       (float("nan"), ValueError)):
+    for bad, error in (
+        (1.0, ValueError),
+        (-0.1, ValueError),
+        ("0.1", TypeError),
+        (True, TypeError),
+        (float("nan"), ValueError),
+    ):
         with pytest.raises(error, match="shape_rate"):
             AdaptiveConfig(shape_rate=bad)
         with pytest.raises(error, match="shape_rate"):
@@ -96,9 +101,9 @@ def _loop_passes_made(monkeypatch, models=()):
 
 def test_the_loop_tells_each_pass_and_records_it_for_replay(monkeypatch):
     import torch
+    from tiny_models import repetitive_prompt, tiny_model
 
     from draftless.integration import SpeculativeGenerator
-    from tiny_models import repetitive_prompt, tiny_model
 
     model = tiny_model("llama")
     _loop_passes_made(monkeypatch, [model])
@@ -116,12 +121,13 @@ def test_the_loop_tells_each_pass_and_records_it_for_replay(monkeypatch):
 def test_a_model_first_loop_pass_in_a_process_teaches_the_cost_model_nothing(monkeypatch):
     # its one-time work made it slow: with ``first_level`` it set the scale too high, and every short process
     # lowered the multipliers of the lengths it drafted next, kept on disk, a little further
-    from draftless.integration import SpeculativeGenerator, pass_timing
     from tiny_models import repetitive_prompt, tiny_model
+
+    from draftless.integration import SpeculativeGenerator, pass_timing
 
     model, other = tiny_model("llama"), tiny_model("llama")
     _loop_passes_made(monkeypatch)
-    assert pass_timing.told_seconds(0.5, other) == 0.0 and pass_timing.told_seconds(0.5, other) == 0.5
+    assert pass_timing.seconds_to_learn_from(0.5, other) == 0.0 and pass_timing.seconds_to_learn_from(0.5, other) == 0.5
     _loop_passes_made(monkeypatch, [other])  # another model's passes: this one's first is still its first
     ids = repetitive_prompt(30)
     proposer = AdaptiveProposer(cost=CostCurve((0, 8, 64), (1.0, 1.0, 1.0)))
@@ -135,7 +141,7 @@ def test_a_model_first_loop_pass_in_a_process_teaches_the_cost_model_nothing(mon
     assert first[0].verify_s > sum(seconds)  # the time itself still counted where the run's time is
     assert min(later[0].pass_seconds) > 0  # the process's first pass only, not each generate's
     assert proposer.cost.observed == first[0].passes - 1 + later[0].passes
-    assert pass_timing.told_seconds(0.5, tiny_model("llama")) == 0.0  # a model that made none: its first
+    assert pass_timing.seconds_to_learn_from(0.5, tiny_model("llama")) == 0.0  # a model that made none: its first
 
 
 def test_the_first_pass_sets_the_level_so_a_curve_off_by_a_factor_learns_no_shape():

@@ -2,15 +2,13 @@
 
 import pytest
 import torch
+from proposers import OracleProposer, WrongProposer
+from tiny_models import SLIDING_WINDOW, VOCAB, repetitive_prompt, tiny_model
 from transformers import StoppingCriteria, StoppingCriteriaList
 from transformers.generation.utils import GenerateDecoderOnlyOutput
 
 from draftless.integration import SpeculativeGenerator, UnsupportedGeneration, generate
-
 from draftless.lookup import NullProposer
-
-from proposers import OracleProposer, WrongProposer
-from tiny_models import SLIDING_WINDOW, VOCAB, repetitive_prompt, tiny_model
 
 KINDS = ["llama", "gemma3", "qwen2", "gpt2"]
 
@@ -83,16 +81,19 @@ def test_eos_list_matches_generate():
     ids = repetitive_prompt(15)
     free = vanilla(model, ids, max_new_tokens=40, eos_token_id=None)[0, 15:].tolist()
     eos = [free[25], free[9]]
-    assert torch.equal(generate(model, ids, max_new_tokens=40, eos_token_id=eos),
-                       vanilla(model, ids, max_new_tokens=40, eos_token_id=eos))
+    assert torch.equal(
+        generate(model, ids, max_new_tokens=40, eos_token_id=eos),
+        vanilla(model, ids, max_new_tokens=40, eos_token_id=eos),
+    )
 
 
 @pytest.mark.parametrize("new", [1, 2])
 def test_tiny_budgets(new):
     model = tiny_model("gemma3")
     ids = repetitive_prompt(30)
-    gen = SpeculativeGenerator(model, proposer=OracleProposer(vanilla(model, ids, max_new_tokens=9,
-                                                                      eos_token_id=None)[0].tolist()))
+    gen = SpeculativeGenerator(
+        model, proposer=OracleProposer(vanilla(model, ids, max_new_tokens=9, eos_token_id=None)[0].tolist())
+    )
     out = gen.generate(ids, max_new_tokens=new, eos_token_id=None)
     assert torch.equal(out, vanilla(model, ids, max_new_tokens=new, eos_token_id=None))
     assert out.shape[1] == 30 + new
@@ -111,8 +112,9 @@ def test_zero_new_tokens_is_handled_as_generate_handles_it():
 def test_max_length_instead_of_max_new_tokens():
     model = tiny_model("llama")
     ids = repetitive_prompt(10)
-    assert torch.equal(generate(model, ids, max_length=33, eos_token_id=None),
-                       vanilla(model, ids, max_length=33, eos_token_id=None))
+    assert torch.equal(
+        generate(model, ids, max_length=33, eos_token_id=None), vanilla(model, ids, max_length=33, eos_token_id=None)
+    )
 
 
 def test_no_draft_ever_is_plain_decoding():
@@ -124,10 +126,16 @@ def test_no_draft_ever_is_plain_decoding():
     assert gen.last_stats.drafted == 0 and gen.last_stats.passes == 19
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"repetition_penalty": 1.3}, {"no_repeat_ngram_size": 3}, {"min_new_tokens": 10, "eos_token_id": 5},
-    {"bad_words_ids": [[7], [8, 9]]}, {"suppress_tokens": [3, 4]},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"repetition_penalty": 1.3},
+        {"no_repeat_ngram_size": 3},
+        {"min_new_tokens": 10, "eos_token_id": 5},
+        {"bad_words_ids": [[7], [8, 9]]},
+        {"suppress_tokens": [3, 4]},
+    ],
+)
 def test_logits_processors_see_the_right_prefix(kwargs):
     model = tiny_model("llama")
     ids = repetitive_prompt(18)
@@ -158,8 +166,14 @@ def test_pad_tokens_in_the_prompt_are_masked_as_generate_masks_them():
 def test_return_dict_with_scores_and_logits():
     model = tiny_model("qwen2")
     ids = repetitive_prompt(14)
-    kwargs = dict(max_new_tokens=25, eos_token_id=None, return_dict_in_generate=True, output_scores=True,
-                  output_logits=True, repetition_penalty=1.2)
+    kwargs = dict(
+        max_new_tokens=25,
+        eos_token_id=None,
+        return_dict_in_generate=True,
+        output_scores=True,
+        output_logits=True,
+        repetition_penalty=1.2,
+    )
     ref = vanilla(model, ids, **kwargs)
     out = generate(model, ids, **kwargs)
     assert isinstance(out, GenerateDecoderOnlyOutput)
@@ -191,21 +205,29 @@ def test_streamer_receives_prompt_then_tokens_in_order():
     assert len(streamer.chunks) > 2  # chunks of accepted tokens, not one at the end
 
 
-@pytest.mark.parametrize("kwargs, word", [
-    ({"num_beams": 2}, "beam"), ({"num_return_sequences": 2}, "sequences"),
-    ({"use_cache": False}, "cache"), ({"prompt_lookup_num_tokens": 5}, "prompt_lookup"),
-    # modes generate decodes otherwise (or refuses): never served greedily in their place
-    ({"penalty_alpha": 0.6, "top_k": 4}, "contrastive search"), ({"dola_layers": "low"}, "dola generation"),
-    ({"force_words_ids": [[5]]}, "constrained beam search"), ({"token_healing": True}, "token_healing"),
-    ({"assistant_early_exit": 1}, "assistant_early_exit"),
-])
+@pytest.mark.parametrize(
+    "kwargs, word",
+    [
+        ({"num_beams": 2}, "beam"),
+        ({"num_return_sequences": 2}, "sequences"),
+        ({"use_cache": False}, "cache"),
+        ({"prompt_lookup_num_tokens": 5}, "prompt_lookup"),
+        # modes generate decodes otherwise (or refuses): never served greedily in their place
+        ({"penalty_alpha": 0.6, "top_k": 4}, "contrastive search"),
+        ({"dola_layers": "low"}, "dola generation"),
+        ({"force_words_ids": [[5]]}, "constrained beam search"),
+        ({"token_healing": True}, "token_healing"),
+        ({"assistant_early_exit": 1}, "assistant_early_exit"),
+    ],
+)
 def test_unsupported_modes_raise_clearly(kwargs, word):
     with pytest.raises(ValueError, match=word):
         generate(tiny_model("llama"), repetitive_prompt(10), max_new_tokens=5, **kwargs)
 
 
-@pytest.mark.parametrize("lengths", [{"max_new_tokens": 2.5}, {"max_new_tokens": 5.0}, {"max_new_tokens": True},
-                                     {"max_length": 13.5}])
+@pytest.mark.parametrize(
+    "lengths", [{"max_new_tokens": 2.5}, {"max_new_tokens": 5.0}, {"max_new_tokens": True}, {"max_length": 13.5}]
+)
 def test_lengths_that_are_not_ints_run_as_generate_runs_them(lengths):
     model = tiny_model("llama")
     ids = repetitive_prompt(10)
@@ -213,12 +235,15 @@ def test_lengths_that_are_not_ints_run_as_generate_runs_them(lengths):
     assert torch.equal(generate(model, ids, eos_token_id=None, **lengths), ref)
 
 
-@pytest.mark.parametrize("lengths, error, words", [
-    ({"max_new_tokens": "5"}, TypeError, "max_new_tokens must be an int, got str"),  # generate: '<=' not supported
-    ({"max_length": "50"}, TypeError, "max_length must be an int"),
-    ({"max_new_tokens": float("nan")}, ValueError, "max_new_tokens must be finite"),
-    ({"max_new_tokens": float("inf")}, ValueError, "max_new_tokens must be finite"),
-])
+@pytest.mark.parametrize(
+    "lengths, error, words",
+    [
+        ({"max_new_tokens": "5"}, TypeError, "max_new_tokens must be an int, got str"),  # generate: '<=' not supported
+        ({"max_length": "50"}, TypeError, "max_length must be an int"),
+        ({"max_new_tokens": float("nan")}, ValueError, "max_new_tokens must be finite"),
+        ({"max_new_tokens": float("inf")}, ValueError, "max_new_tokens must be finite"),
+    ],
+)
 def test_lengths_that_are_not_numbers_are_refused_by_name(lengths, error, words):
     with pytest.raises(error, match=words):
         generate(tiny_model("llama"), repetitive_prompt(10), **lengths)
@@ -269,8 +294,10 @@ def test_drafts_stay_within_learned_positions():
     with pytest.raises(ValueError, match="512 learned positions"):
         generate(model, repetitive_prompt(513), max_new_tokens=4, eos_token_id=None)
     # the last pass feeds position 511: the 15th new token is its output and is never fed
-    assert torch.equal(generate(model, ids, max_new_tokens=15, eos_token_id=None),
-                       vanilla(model, ids, max_new_tokens=15, eos_token_id=None))
+    assert torch.equal(
+        generate(model, ids, max_new_tokens=15, eos_token_id=None),
+        vanilla(model, ids, max_new_tokens=15, eos_token_id=None),
+    )
     with pytest.raises(ValueError, match="513 positions"):
         generate(model, ids, max_new_tokens=16, eos_token_id=None)
     # left padding takes no positions, as generate counts them: 492 tokens and 21 new ones fit

@@ -66,14 +66,17 @@ def test_continuations_ranked_by_count_then_recency():
     assert idx.continuations(limit=1).tokens.tolist() == [2]
 
 
-@pytest.mark.parametrize("bad, error, word", [
-    ([1.5, 2.0], TypeError, "integer"),
-    ([1, -3], ValueError, "negative"),
-    ([[1, 2], [3, 4]], ValueError, "1-D"),
-    (np.array([True, False]), TypeError, "bool"),
-    ("abc", TypeError, "integer"),
-    (True, TypeError, "bool"),
-])
+@pytest.mark.parametrize(
+    "bad, error, word",
+    [
+        ([1.5, 2.0], TypeError, "integer"),
+        ([1, -3], ValueError, "negative"),
+        ([[1, 2], [3, 4]], ValueError, "1-D"),
+        (np.array([True, False]), TypeError, "bool"),
+        ("abc", TypeError, "integer"),
+        (True, TypeError, "bool"),
+    ],
+)
 def test_bad_tokens_are_refused_before_any_kernel(bad, error, word):
     idx = SuffixIndex([1, 2])
     with pytest.raises(error, match=word):
@@ -81,10 +84,16 @@ def test_bad_tokens_are_refused_before_any_kernel(bad, error, word):
     assert idx.tokens.tolist() == [1, 2]  # untouched
 
 
-@pytest.mark.parametrize("kwargs, error", [
-    ({"vocab_size": 0}, ValueError), ({"vocab_size": 2.0}, TypeError), ({"vocab_size": 2**31}, ValueError),
-    ({"recency_depth": 0}, ValueError), ({"recency_depth": "8"}, TypeError),
-])
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        ({"vocab_size": 0}, ValueError),
+        ({"vocab_size": 2.0}, TypeError),
+        ({"vocab_size": 2**31}, ValueError),
+        ({"recency_depth": 0}, ValueError),
+        ({"recency_depth": "8"}, TypeError),
+    ],
+)
 def test_bad_constructor_arguments(kwargs, error):
     with pytest.raises(error, match=next(iter(kwargs))):
         SuffixIndex(**kwargs)
@@ -100,9 +109,13 @@ def test_bad_query_arguments():
         idx.continuations(limit=0)
     with pytest.raises(ValueError, match="state"):
         idx.continuations(state=99)
-    for call, word in ((lambda: idx.continuation(0, 2.0), "k"), (lambda: idx.continuation(True, 2), "end"),
-                       (lambda: idx.continuation("0", 2), "end"), (lambda: idx.frequent_path(0, 1.5), "max_len"),
-                       (lambda: idx.continuations(state=1.0), "state")):
+    for call, word in (
+        (lambda: idx.continuation(0, 2.0), "k"),
+        (lambda: idx.continuation(True, 2), "end"),
+        (lambda: idx.continuation("0", 2), "end"),
+        (lambda: idx.frequent_path(0, 1.5), "max_len"),
+        (lambda: idx.continuations(state=1.0), "state"),
+    ):
         with pytest.raises(TypeError, match=word):
             call()
     assert idx.continuation(np.int64(-1), np.int32(2)).tolist() == [1, 2]

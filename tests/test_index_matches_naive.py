@@ -1,14 +1,13 @@
 """Every index query against the brute-force reference in ``naive.py``, after every append."""
 
+import naive
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from streams import any_stream, code_like, edited_repeats, large_vocab, one_token, periodic, small_vocab
 
 from draftless.index import SuffixIndex
-
-import naive
-from streams import any_stream, code_like, edited_repeats, large_vocab, one_token, periodic, small_vocab
 
 UNBOUNDED = 10**9  # refresh whole suffix-link chains: every figure exact
 
@@ -16,7 +15,7 @@ UNBOUNDED = 10**9  # refresh whole suffix-link chains: every figure exact
 def assert_index_matches(stream, recency_depth=UNBOUNDED, chunk=1):
     idx = SuffixIndex(recency_depth=recency_depth)
     for start in range(0, len(stream), chunk):
-        idx.extend(stream[start: start + chunk])
+        idx.extend(stream[start : start + chunk])
         prefix = stream[: start + chunk]
         assert tuple(idx.longest_match()) == naive.longest_match(prefix), prefix
         got = idx.continuations(limit=1000)
@@ -52,7 +51,7 @@ def test_bounded_refresh_stays_truthful(stream):
         assert (got.length, got.first_end) == (length, first)
         if length:
             assert first <= got.recent_end <= recent
-            assert prefix[got.recent_end - length + 1: got.recent_end + 1] == prefix[-length:]
+            assert prefix[got.recent_end - length + 1 : got.recent_end + 1] == prefix[-length:]
         truth = naive.continuations(prefix, length)
         cont = idx.continuations(limit=1000)
         for tok_, count, end in zip(cont.tokens.tolist(), cont.counts.tolist(), cont.ends.tolist()):
@@ -90,7 +89,7 @@ def test_matcher_survives_a_growing_reference(doc, more, live):
     if m.length:
         cont = m.continuations(limit=100)
         want = {}
-        for e in naive.occurrence_ends(doc + more, live[len(live) - m.length:]):
+        for e in naive.occurrence_ends(doc + more, live[len(live) - m.length :]):
             if e + 1 < len(doc + more):
                 want[(doc + more)[e + 1]] = want.get((doc + more)[e + 1], 0) + 1
         assert dict(zip(cont.tokens.tolist(), cont.counts.tolist())) == want
@@ -103,7 +102,7 @@ def test_long_random_stream_against_naive_at_checkpoints(vocab):
     stream = base + base[50:250] + rng.integers(0, vocab, 100).tolist() + base[:120]
     idx = SuffixIndex(recency_depth=64)
     for start in range(0, len(stream), 37):
-        idx.extend(np.array(stream[start: start + 37], dtype=np.int64))
+        idx.extend(np.array(stream[start : start + 37], dtype=np.int64))
         prefix = stream[: start + 37]
         assert tuple(idx.longest_match()) == naive.longest_match(prefix)
     idx.check_invariants()
@@ -116,8 +115,7 @@ def test_suffix_states_and_frequent_paths_match_naive(stream, max_len):
     rows = idx.suffix_states()
     length = idx.longest_match().length
     # the rows cover every suffix length 1..length once, longest first
-    assert [n for _, shortest, longest in rows for n in range(longest, shortest - 1, -1)] == \
-        list(range(length, 0, -1))
+    assert [n for _, shortest, longest in rows for n in range(longest, shortest - 1, -1)] == list(range(length, 0, -1))
     for state, shortest, longest in rows:
         tokens, counts = idx.frequent_path(state, max_len)
         want = naive.frequent_path(stream, int(longest), max_len)
@@ -126,7 +124,7 @@ def test_suffix_states_and_frequent_paths_match_naive(stream, max_len):
         assert all(a >= b for a, b in zip(counts.tolist(), counts.tolist()[1:]))
         for n in range(int(shortest), int(longest) + 1):
             assert idx.suffix_state(n) == state
-            assert idx.state_ends(state)[1] == min(naive.occurrence_ends(stream, stream[len(stream) - n:]))
+            assert idx.state_ends(state)[1] == min(naive.occurrence_ends(stream, stream[len(stream) - n :]))
     for bad, error in ((0, ValueError), (length + 1, ValueError), (1.0, TypeError)):
         with pytest.raises(error, match="length"):
             idx.suffix_state(bad)

@@ -2,10 +2,9 @@
 
 import numpy as np
 import pytest
+from streams import code_like
 
 from draftless.index import SuffixIndex
-
-from streams import code_like
 
 
 def test_round_trip_keeps_answers_and_keeps_growing(tmp_path):
@@ -20,7 +19,7 @@ def test_round_trip_keeps_answers_and_keeps_growing(tmp_path):
     for ix in (idx, back):
         ix.extend(stream[200:])
     assert back.longest_match() == idx.longest_match()
-    assert back.continuations(10) .tokens.tolist() == idx.continuations(10).tokens.tolist()
+    assert back.continuations(10).tokens.tolist() == idx.continuations(10).tokens.tolist()
     back.check_invariants()
 
 

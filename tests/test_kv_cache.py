@@ -1,23 +1,24 @@
 """The loop's KV cache: reserved full-attention layers against transformers' DynamicLayer, and grouped-query
 SDPA switched on only for the generation."""
 
-import json
-import os
-
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tiny_models import VOCAB, tiny_model
 from transformers.cache_utils import DynamicCache, DynamicLayer, DynamicSlidingWindowLayer
 from transformers.utils import is_torch_greater_or_equal
 
-from benchmarks import pass_cost
-from draftless.integration import attention, kv_cache
-
-from tiny_models import VOCAB, tiny_model, tiny_tokenizer
+from draftless.integration import kv_cache
+from draftless.integration.fastpass import attention
+from draftless.integration.fastpass.lean_layers import lean_layers
 
 # a step: append q positions, or crop r of them (r <= 0 after the sign; cropping more than held empties it)
-STEPS = st.lists(st.one_of(st.tuples(st.just("update"), st.integers(1, 9)),
-                           st.tuples(st.just("crop"), st.integers(0, 6))), min_size=1, max_size=25)
+STEPS = st.lists(
+    st.one_of(st.tuples(st.just("update"), st.integers(1, 9)), st.tuples(st.just("crop"), st.integers(0, 6))),
+    min_size=1,
+    max_size=25,
+)
 
 
 @settings(max_examples=60, deadline=None)
@@ -67,8 +68,11 @@ def test_reserved_layer_rejects_a_positive_crop_and_resets():
 
 def test_reserved_layer_batch_operations_match_dynamic_layer():
     k, v = torch.randn(3, 2, 5, 4), torch.randn(3, 2, 5, 4)
-    for op, arg in (("batch_select_indices", torch.tensor([2, 0])), ("batch_repeat_interleave", 2),
-                    ("reorder_cache", torch.tensor([1, 2, 0]))):
+    for op, arg in (
+        ("batch_select_indices", torch.tensor([2, 0])),
+        ("batch_repeat_interleave", 2),
+        ("reorder_cache", torch.tensor([1, 2, 0])),
+    ):
         reserved, plain = kv_cache.ReservedLayer(), DynamicLayer()
         reserved.update(k, v)
         plain.update(k, v)
@@ -106,53 +110,48 @@ def test_logits_with_the_reserved_cache_equal_the_dynamic_cache(kind):
             pos = 12
             for q, rejected in ((4, 3), (1, 0), (6, 2), (3, 3), (5, 0)):
                 positions = torch.arange(pos, pos + q)[None]
-                with attention.grouped_query_sdpa(model):
-                    out.append(model(input_ids=ids[:, pos:pos + q], position_ids=positions, cache=cache,
-                                     use_cache=True).logits)
+                with lean_layers(model):  # grouped key/value heads attended as they are
+                    out.append(
+                        model(
+                            input_ids=ids[:, pos : pos + q], position_ids=positions, cache=cache, use_cache=True
+                        ).logits
+                    )
                 kv_cache.rollback(cache, rejected)
                 pos += q - rejected
     for a, b in zip(*outs):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("before", [None, "0"])
-def test_grouped_query_sdpa_is_set_only_inside_the_block(monkeypatch, before):
+@pytest.mark.parametrize("q_length", [2, 7])
+@pytest.mark.parametrize("masked", [True, False])
+def test_grouped_sdpa_equals_transformers_expanded_heads_bit_for_bit(q_length, masked):
+    """The grouped heads attended as they are give transformers' own SDPA output (heads copied per query head)
+    exactly, with a mask or without; one query position is left to transformers, which packs it."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
     model = tiny_model("llama")  # 4 query heads, 2 key/value heads, SDPA on CPU
-    if before is None:
-        monkeypatch.delenv(attention.FORCE_GQA, raising=False)
-    else:
-        monkeypatch.setenv(attention.FORCE_GQA, before)
-    assert attention.groups_query_heads(model) == is_torch_greater_or_equal("2.5")
-    with pytest.raises(RuntimeError):
-        with attention.grouped_query_sdpa(model):
-            assert os.environ.get(attention.FORCE_GQA) == ("1" if attention.groups_query_heads(model) else before)
-            raise RuntimeError("the variable is restored on the way out")
-    assert os.environ.get(attention.FORCE_GQA) == before
+    layer = model.model.layers[0].self_attn
+    g = torch.Generator().manual_seed(3)
+    query = torch.randn(1, 4, q_length, 8, generator=g)
+    key, value = torch.randn(2, 1, 2, 20, 8, generator=g)
+    mask = None
+    if masked:
+        mask = torch.zeros(1, 1, q_length, 20)
+        mask[..., -q_length:] = torch.triu(torch.full((q_length, q_length), -float("inf")), 1)
+    assert attention.groups_query_heads(layer, query) == is_torch_greater_or_equal("2.5")
+    assert not attention.groups_query_heads(layer, query[:, :, :1])
+    ours = attention.grouped_sdpa(layer, query, key, value, mask, layer.scaling)
+    theirs, _ = sdpa_attention_forward(layer, query, key, value, mask, scaling=layer.scaling)
+    assert torch.equal(ours, theirs)
 
 
-def test_grouped_query_sdpa_leaves_other_models_alone(monkeypatch):
-    monkeypatch.delenv(attention.FORCE_GQA, raising=False)
-    gpt2 = tiny_model("gpt2")  # one key/value head per query head
-    assert not attention.groups_query_heads(gpt2)
-    eager = tiny_model("llama")
-    eager.config._attn_implementation = "eager"
-    assert not attention.groups_query_heads(eager)
-    with attention.grouped_query_sdpa(gpt2):
-        assert attention.FORCE_GQA not in os.environ
+def test_grouped_attention_leaves_the_process_and_other_models_alone():
+    import os
 
-
-def test_pass_cost_tool_times_both_caches(tmp_path, monkeypatch):
-    monkeypatch.setenv("DRAFTLESS_CACHE", str(tmp_path / "cache"))
+    before = dict(os.environ)
     model = tiny_model("llama")
-    rows = pass_cost.measure(model, contexts=[20, 40], ks=[0, 3], repeats=1)
-    assert [(r["context"], r["k"]) for r in rows] == [(20, 0), (20, 3), (40, 0), (40, 3)]
-    assert all(r["transformers_ms"] > 0 and r["draftless_ms"] > 0 for r in rows)
-    assert pass_cost.markdown(rows).count("\n") == 2 + len(rows)
-    model.save_pretrained(tmp_path / "tiny")
-    tiny_tokenizer().save_pretrained(tmp_path / "tiny")
-    out = tmp_path / "p.json"
-    pass_cost.main(["--model", str(tmp_path / "tiny"), "--contexts", "16", "--ks", "0,2", "--json", str(out)])
-    assert [r["k"] for r in json.loads(out.read_text())["rows"]] == [0, 2]
-    for bad in (["--contexts", "a,b"], ["--ks", "-1"], ["--contexts", "0"]):
-        with pytest.raises(SystemExit):
-            pass_cost.main(["--model", str(tmp_path / "tiny"), *bad])
+    with lean_layers(model):
+        model(input_ids=torch.tensor([[3, 4, 5, 6]]))
+    assert dict(os.environ) == before  # nothing set in the process, during the call or after
+    gpt2 = tiny_model("gpt2")  # one key/value head per query head: nothing to group
+    assert not attention.groups_query_heads(gpt2.transformer.h[0].attn, torch.zeros(1, 4, 2, 8))

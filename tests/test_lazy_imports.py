@@ -15,15 +15,18 @@ def _imported_after(code):
     return done.stdout.strip().splitlines()[-1]
 
 
-@pytest.mark.parametrize("code", [
-    "import draftless.integration",
-    "import draftless.integration.cli",
-    "from draftless.integration import tokenizer_files, gguf_reading",
-    "import contextlib, io\nfrom draftless.integration.cli import main\n"
-    "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n    main(['--help'])",
-    "import contextlib, io\nfrom draftless.integration.cli import main\n"
-    "with contextlib.suppress(SystemExit), contextlib.redirect_stderr(io.StringIO()):\n    main(['generate'])",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import draftless.integration",
+        "import draftless.integration.cli",
+        "from draftless.integration import tokenizer_files, gguf_reading",
+        "import contextlib, io\nfrom draftless.integration.cli import main\n"
+        "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n    main(['--help'])",
+        "import contextlib, io\nfrom draftless.integration.cli import main\n"
+        "with contextlib.suppress(SystemExit), contextlib.redirect_stderr(io.StringIO()):\n    main(['generate'])",
+    ],
+)
 def test_the_package_and_its_command_line_import_no_torch(code):
     assert _imported_after(code) == "[]"
 
@@ -34,7 +37,8 @@ def test_a_public_name_imports_what_it_needs():
 
 def test_every_public_name_is_its_modules_own():
     import draftless.integration as integration
-    from draftless.integration import generation_stats, models, speculative, switch
+    from draftless.integration import enabling as switch
+    from draftless.integration import generation_stats, models, speculative
     from draftless.lookup import DraftConfig
 
     assert integration.stats is switch.stats and callable(integration.stats)  # the function, not a module

@@ -1,30 +1,42 @@
 """Lean decoder layers (``lean_layers``): transformers' operations in their order, so the logits bit for bit the
 model's own; installed only where that was checked, and never over hooks, training mode or another forward."""
 
-import json
 import logging
 
 import pytest
 import torch
+from proposers import OracleProposer
+from tiny_models import repetitive_prompt, tiny_model
 
-from draftless.integration import SpeculativeGenerator, calibration, kv_cache, lean_layers
-from draftless.integration.lean_layers import (
-    gemma3_layer, lean_candidates, llama_layer, mistral_layer, qwen2_layer, qwen3_layer, verified,
+from draftless.integration import SpeculativeGenerator, calibration, kv_cache, store
+from draftless.integration.fastpass import lean_layers
+from draftless.integration.fastpass.lean_layers import (
+    gemma3_layer,
+    lean_candidates,
+    llama_layer,
+    mistral_layer,
+    qwen2_layer,
+    qwen3_layer,
+    verified,
 )
 from draftless.lookup import NullProposer
-
-from proposers import OracleProposer
-from tiny_models import repetitive_prompt, tiny_model, tiny_tokenizer
 
 
 @torch.no_grad()
 def logits_of_passes(model, ids, cuts):
     """Logits of a prefill up to ``cuts[0]`` and of a pass over each later span, through the loop's cache."""
     cache = kv_cache.new_cache(model, ids.shape[1] + 1)
-    out = [model(input_ids=ids[:, :cuts[0]], cache=cache, use_cache=True, logits_to_keep=1).logits]
+    out = [model(input_ids=ids[:, : cuts[0]], cache=cache, use_cache=True, logits_to_keep=1).logits]
     for start, stop in zip(cuts, cuts[1:]):
-        out.append(model(input_ids=ids[:, start:stop], position_ids=torch.arange(start, stop)[None], cache=cache,
-                         use_cache=True, logits_to_keep=stop - start).logits)
+        out.append(
+            model(
+                input_ids=ids[:, start:stop],
+                position_ids=torch.arange(start, stop)[None],
+                cache=cache,
+                use_cache=True,
+                logits_to_keep=stop - start,
+            ).logits
+        )
     return out
 
 
@@ -35,8 +47,9 @@ def test_lean_layers_give_the_models_own_logits_bit_for_bit(cache_dir, kind):
         for module in model.modules():
             if isinstance(module, torch.nn.Linear) and module.bias is not None:
                 module.bias.normal_(0, 0.5, generator=torch.Generator().manual_seed(1))
-    assert (kind == "qwen2") == any(getattr(m, "bias", None) is not None for m in model.modules()
-                                    if isinstance(m, torch.nn.Linear))
+    assert (kind == "qwen2") == any(
+        getattr(m, "bias", None) is not None for m in model.modules() if isinstance(m, torch.nn.Linear)
+    )
     ids = repetitive_prompt(40, seed=3)
     cuts = [20, 21, 24, 32, 40]  # passes of 1, 3, 8 and 8 tokens after a prefill
     own = logits_of_passes(model, ids, cuts)
@@ -54,9 +67,19 @@ def test_llama_with_biases_and_a_gelu_gives_its_own_logits_bit_for_bit(cache_dir
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, attention_bias=True, mlp_bias=True,
-                         hidden_act="gelu_pytorch_tanh", bos_token_id=0, eos_token_id=1)
+    config = LlamaConfig(
+        vocab_size=96,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        attention_bias=True,
+        mlp_bias=True,
+        hidden_act="gelu_pytorch_tanh",
+        bos_token_id=0,
+        eos_token_id=1,
+    )
     model = LlamaForCausalLM(config).eval()
     with torch.no_grad():
         for module in model.modules():
@@ -88,8 +111,16 @@ def test_gemma3_norm_scales_follow_weights_changed_between_two_generations(cache
     assert all(torch.equal(a, b) for a, b in zip(own, lean))
 
 
-@pytest.mark.parametrize("kind, forward", [("llama", llama_layer), ("gemma3", gemma3_layer),
-                                           ("mistral", mistral_layer), ("qwen2", qwen2_layer), ("qwen3", qwen3_layer)])
+@pytest.mark.parametrize(
+    "kind, forward",
+    [
+        ("llama", llama_layer),
+        ("gemma3", gemma3_layer),
+        ("mistral", mistral_layer),
+        ("qwen2", qwen2_layer),
+        ("qwen3", qwen3_layer),
+    ],
+)
 @pytest.mark.parametrize("proposer", [NullProposer, "oracle"])
 def test_generation_runs_lean_layers_and_equals_generate(cache_dir, monkeypatch, proposer, kind, forward):
     model = tiny_model(kind)
@@ -126,9 +157,11 @@ def test_hooks_training_and_a_replaced_forward_keep_the_models_layers(cache_dir)
 
 def test_layers_that_differ_from_the_models_are_not_used(cache_dir, monkeypatch, caplog):
     model = tiny_model("llama")
-    real_norm = lean_layers._norm
-    monkeypatch.setattr(lean_layers, "_norm", lambda norm, x: real_norm(norm, x) * (1 + 2 ** -20))  # one ulp off
-    with caplog.at_level(logging.INFO, logger="draftless.integration.lean_layers"):
+    from draftless.integration.fastpass import lean_forwards
+
+    real_norm = lean_forwards._norm
+    monkeypatch.setattr(lean_forwards, "_norm", lambda norm, x: real_norm(norm, x) * (1 + 2**-20))  # one ulp off
+    with caplog.at_level(logging.INFO, logger="draftless.integration.fastpass.lean_layers"):
         assert not verified(model)
     assert "differ" in caplog.text
     with lean_layers.lean_layers(model):
@@ -149,34 +182,9 @@ def test_the_check_is_cached_with_the_calibration(cache_dir, monkeypatch):
     calibration.calibrate(model)
     assert calibration.calibrated(model) and checks == [1]
     assert any(lean_layers.LEAN_KIND in p.name for p in (cache_dir / "calibration").iterdir())
-    calibration._MEMO.clear()  # a new process: read from disk, not checked again
+    store.forget_read_files()  # a new process: read from disk, not checked again
     assert verified(model) and checks == [1]
     for path in (cache_dir / "calibration").glob(f"*{lean_layers.LEAN_KIND}*"):
         path.unlink()
-    calibration._MEMO.clear()
+    store.forget_read_files()
     assert not calibration.calibrated(model)  # the loop would check: not yet calibrated
-
-
-def test_lean_passes_tool_times_both_ways(cache_dir, tmp_path):
-    from benchmarks import lean_passes
-
-    rows = lean_passes.measure(tiny_model("qwen3"), context=12, ks=[0, 2], repeats=2)
-    assert [r["k"] for r in rows] == [0, 2] and all(r["own_ms"] > 0 and r["lean_ms"] > 0 for r in rows)
-    assert lean_passes.markdown(rows).count("\n") == 2 + len(rows)
-    with pytest.raises(ValueError, match="no lean decoder layers"):
-        lean_passes.measure(tiny_model("gpt2"), context=12, ks=[0], repeats=1)
-    small = dict(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                 num_key_value_heads=2, head_dim=8)
-    model = lean_passes.shaped_model("qwen3-0.6b", **small)
-    assert type(model).__name__ == "Qwen3ForCausalLM" and not model.training
-    with pytest.raises(ValueError, match="shape"):
-        lean_passes.shaped_model("qwen9")
-    tiny_model("llama").save_pretrained(tmp_path / "tiny")
-    tiny_tokenizer().save_pretrained(tmp_path / "tiny")
-    out = tmp_path / "lean.json"
-    lean_passes.main(["--model", str(tmp_path / "tiny"), "--context", "10", "--ks", "0,1", "--repeats", "1",
-                      "--json", str(out)])
-    assert [r["k"] for r in json.loads(out.read_text())["rows"]] == [0, 1]
-    for bad in (["--shape", "qwen9"], ["--ks", "-1"], ["--model", "x", "--shape", "qwen2-0.5b"]):
-        with pytest.raises(SystemExit):
-            lean_passes.main(bad)

@@ -9,12 +9,13 @@ import logging
 import numpy as np
 import pytest
 import torch
+from tiny_models import repetitive_prompt, tiny_model
 
 from draftless.integration import SpeculativeGenerator, calibration
-from draftless.integration.learned_shape import load_learned_shape, save_learned_shape, shape_path
+from draftless.integration.fastpass import FastPassOptions
+from draftless.integration.kept_state import load_learned_shape, save_learned_shape, shape_path
 from draftless.lookup import AdaptiveConfig
 from draftless.lookup.cost_model import SHAPE_BOUND, CostCurve, OnlineCost
-from tiny_models import repetitive_prompt, tiny_model
 
 CURVE = CostCurve((0, 8, 16, 32, 64), (1.0, 1.5, 2.0, 3.0, 5.0))
 
@@ -27,9 +28,15 @@ def test_a_starting_shape_is_checked_and_learning_goes_on_from_it():
     cost.observe(0, 1.0)
     cost.observe(16, 4.0)
     assert cost.log_shape[2] > -0.1  # moved on from where it started
-    for bad, error in (([0.0, 0.1], ValueError), ([0.1, 0, 0, 0, 0], ValueError), ("00000", TypeError),
-                       ([0, float("nan"), 0, 0, 0], ValueError), ([0, np.log(SHAPE_BOUND) + 0.1, 0, 0, 0], ValueError),
-                       ([0, "a", 0, 0, 0], TypeError), (3, TypeError)):
+    for bad, error in (
+        ([0.0, 0.1], ValueError),
+        ([0.1, 0, 0, 0, 0], ValueError),
+        ("00000", TypeError),
+        ([0, float("nan"), 0, 0, 0], ValueError),
+        ([0, np.log(SHAPE_BOUND) + 0.1, 0, 0, 0], ValueError),
+        ([0, "a", 0, 0, 0], TypeError),
+        (3, TypeError),
+    ):
         with pytest.raises(error, match="log_shape"):
             OnlineCost(CURVE, log_shape=bad)
 
@@ -53,16 +60,19 @@ def test_the_next_generator_starts_from_the_shape_the_last_one_kept(cache_dir):
     second = _generate(model)
     assert second.last_stats.start_shape == tuple(learned)  # recorded: a replay starts where the loop did
     assert not np.array_equal(second.proposer.cost.learned_shape(), learned)  # and learned on from it
-    assert np.array_equal(load_learned_shape(model, second.proposer.cost.curve),
-                          second.proposer.cost.learned_shape())
+    assert np.array_equal(load_learned_shape(model, second.proposer.cost.curve), second.proposer.cost.learned_shape())
 
 
 def test_a_rate_of_zero_neither_reads_nor_keeps_a_shape(cache_dir):
     model = tiny_model("llama")
     gen = _generate(model, AdaptiveConfig(shape_rate=0.0))
     assert not shape_path(model, gen.proposer.cost.curve).exists()
-    save_learned_shape(model, OnlineCost(gen.proposer.cost.curve, shape_rate=0.1, log_shape=[0.0] + [0.5] *
-                                         (len(gen.proposer.cost.curve.ks) - 1)))  # learned nothing: no pass
+    save_learned_shape(
+        model,
+        OnlineCost(
+            gen.proposer.cost.curve, shape_rate=0.1, log_shape=[0.0] + [0.5] * (len(gen.proposer.cost.curve.ks) - 1)
+        ),
+    )  # learned nothing: no pass
     assert not shape_path(model, gen.proposer.cost.curve).exists()
     _generate(model)
     assert shape_path(model, gen.proposer.cost.curve).exists()
@@ -77,8 +87,11 @@ def test_a_mismatched_or_unreadable_shape_is_ignored_and_recalibrating_forgets_i
     path = shape_path(model, curve)
     other = CostCurve(curve.ks, tuple(2 * s for s in curve.seconds))  # the same lengths, remeasured
     assert load_learned_shape(model, other) is None and load_learned_shape(model, curve) is not None
-    for text in ("{not json", json.dumps({"curve": list(curve.seconds), "log_shape": [9.0] * len(curve.ks)}),
-                 json.dumps({"log_shape": [0.0] * len(curve.ks)})):
+    for text in (
+        "{not json",
+        json.dumps({"curve": list(curve.seconds), "log_shape": [9.0] * len(curve.ks)}),
+        json.dumps({"log_shape": [0.0] * len(curve.ks)}),
+    ):
         path.write_text(text)
         with caplog.at_level(logging.WARNING):
             assert load_learned_shape(model, curve) is None
@@ -113,7 +126,7 @@ def test_runs_timed_unlike_the_calibration_teach_nothing_beyond_themselves(cache
     """Sampled passes, and greedy ones whose output layer is not screened where the calibration's is, cost otherwise
     than the passes the curve is timed over: such a run learns from them (its stats say so) but leaves the shape
     kept on disk and the generator's cost model as they were."""
-    from draftless.integration.screened_head import ScreenedHead
+    from draftless.integration.fastpass.screened_head import ScreenedHead
 
     model = tiny_model("llama")
     gen = _generate(model)
@@ -122,15 +135,20 @@ def test_runs_timed_unlike_the_calibration_teach_nothing_beyond_themselves(cache
 
     def unchanged():
         after = gen.proposer.cost.snapshot()
-        return path.read_text() == kept and before[:2] == after[:2] and all(
-            np.array_equal(a, b) for a, b in zip(before[2:], after[2:]))
+        return (
+            path.read_text() == kept
+            and before[:2] == after[:2]
+            and all(np.array_equal(a, b) for a, b in zip(before[2:], after[2:]))
+        )
 
     ids = repetitive_prompt(30)
     gen.generate(ids, max_new_tokens=40, eos_token_id=None, do_sample=True, seed=1, top_k=20)
     assert gen.last_stats.passes > 0 and unchanged()
     may_serve = ScreenedHead.may_serve
     monkeypatch.setattr(ScreenedHead, "may_serve", staticmethod(lambda model, min_weights=None: True))
-    off = SpeculativeGenerator(model, config=AdaptiveConfig(screened_head=False))  # a screening host, the screen off
+    off = SpeculativeGenerator(
+        model, fast_pass=FastPassOptions(screened_head=False)
+    )  # a screening host, the screen off
     off.generate(ids, max_new_tokens=40, eos_token_id=None)
     assert path.read_text() == kept
     gen.generate(ids, max_new_tokens=40, eos_token_id=None, repetition_penalty=1.2)  # processors: not screened

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from draftless.integration import linear_plan, weight_probe
+from draftless.integration.fastpass import linear_plan, weight_probe
 
 
 def test_forms_are_timed_over_a_probe_past_the_cache_not_every_layer():
@@ -15,9 +15,9 @@ def test_forms_are_timed_over_a_probe_past_the_cache_not_every_layer():
     assert len(weight_probe.probe_weights(layers, 2 * per_layer + 1)) == 3
     assert len(weight_probe.probe_weights(layers, 100 * per_layer)) == 5  # all there is
     assert [w is m.weight for (w, _), m in zip(weight_probe.probe_weights(layers, per_layer), layers)] == [True]
-    (weight, bias), = weight_probe.probe_weights(layers[:1], 10 * 16 * 4)  # ten rows' worth of one 32-row weight
+    ((weight, bias),) = weight_probe.probe_weights(layers[:1], 10 * 16 * 4)  # ten rows' worth of one 32-row weight
     assert weight.shape == (10, 16) and bias.shape == (10,) and weight.data_ptr() == layers[0].weight.data_ptr()
-    (weight, bias), = weight_probe.probe_weights([torch.nn.Linear(16, 32, bias=False)], 1)
+    ((weight, bias),) = weight_probe.probe_weights([torch.nn.Linear(16, 32, bias=False)], 1)
     assert weight.shape == (1, 16) and bias is None
     with pytest.raises(ValueError, match="nbytes"):
         weight_probe.probe_weights(layers, 0)
@@ -72,12 +72,19 @@ def test_the_probe_is_cut_into_parts_of_equal_bytes_that_never_overlap():
 def test_each_timing_streams_the_next_part_the_first_round_and_the_later_ones_cut_apart(monkeypatch):
     layers = [torch.nn.Linear(16, 32) for _ in range(6)]
     seen = []
-    real = linear_plan._product
-    monkeypatch.setattr(linear_plan, "_product", lambda w, *rest: seen.append(w.data_ptr()) or real(w, *rest))
+    real = linear_plan.form_product
+    monkeypatch.setattr(linear_plan, "form_product", lambda w, *rest: seen.append(w.data_ptr()) or real(w, *rest))
     monkeypatch.setattr(linear_plan, "in_the_race", lambda seconds, max_rows: list(seconds))  # all race on
     monkeypatch.setattr(linear_plan, "RETIME_DEPARTURES", False)  # the rounds alone (``test_plan_departures``)
-    linear_plan.measure_plan(layers, max_rows=2, wide_rows=(), repeats=2, nbytes=6 * 16 * 32 * 4, parts=(3, 2),
-                             forms=(linear_plan.PLAIN, linear_plan.TRANSPOSED))
+    linear_plan.measure_plan(
+        layers,
+        max_rows=2,
+        wide_rows=(),
+        repeats=2,
+        nbytes=6 * 16 * 32 * 4,
+        parts=(3, 2),
+        forms=(linear_plan.PLAIN, linear_plan.TRANSPOSED),
+    )
     ptr = [m.weight.data_ptr() for m in layers]
     thirds = [ptr[0:2], ptr[2:4], ptr[4:6]]
     halves = [ptr[0:3], ptr[3:6]]
@@ -91,87 +98,10 @@ def test_each_timing_streams_the_next_part_the_first_round_and_the_later_ones_cu
 def test_measure_plan_times_only_the_probe(monkeypatch):
     layers = [torch.nn.Linear(16, 32) for _ in range(4)]
     seen = set()
-    real = linear_plan._product
-    monkeypatch.setattr(linear_plan, "_product", lambda w, *rest: seen.add(w.data_ptr()) or real(w, *rest))
+    real = linear_plan.form_product
+    monkeypatch.setattr(linear_plan, "form_product", lambda w, *rest: seen.add(w.data_ptr()) or real(w, *rest))
     linear_plan.measure_plan(layers, max_rows=2, wide_rows=(), repeats=1, nbytes=2 * 16 * 32 * 4, parts=(1, 1))
     assert seen == {layers[0].weight.data_ptr(), layers[1].weight.data_ptr()}
-
-
-def test_calibration_evidence_compares_both_shortcuts_with_the_long_way(tmp_path, monkeypatch):
-    from benchmarks import calibration_evidence
-    from draftless.integration import calibration
-    from tiny_models import tiny_model
-
-    monkeypatch.setenv("DRAFTLESS_CACHE", str(tmp_path))
-    calibration._MEMO.clear()
-    model = tiny_model("llama")
-    lines = calibration_evidence.compare_plans(model, probe_mib=1, rounds=1)
-    rows = [line for line in lines if line.startswith("| ") and line[2].isdigit()]
-    assert [int(r.split("|")[1]) for r in rows] == list(calibration_evidence.PLAN_KS)
-    assert all(float(r.split("|")[4]) > 0 for r in rows)  # a ratio of two measured passes
-    lines = calibration_evidence.compare_curves(model, rounds=1)
-    rows = [line for line in lines if line.startswith("| ") and line[2].isdigit()]
-    assert [int(r.split("|")[1]) for r in rows] == list(calibration.DEFAULT_KS)
-    assert [r.split("|")[5].strip() == "timed" for r in rows] == [k in calibration.MEASURED_KS
-                                                                   for k in calibration.DEFAULT_KS]
-    assert "1 round(s) after warming the ends" in lines[0]
-    lines = calibration_evidence.compare_forms(model, rounds=1)
-    assert "(oneDNN raced here: True)" in lines[0]
-    shapes = [line for line in lines if line.startswith("| ") and " x " in line.split("|")[1]]
-    assert len(shapes) >= 1 and all(len(r.split("|")[2].split(",")) == 8 for r in shapes)  # 1..8 rows each
-    rows = [line for line in lines if line.startswith("| ") and line[2].isdigit() and line not in shapes]
-    assert [int(r.split("|")[1]) for r in rows] == list(calibration_evidence.FORM_KS)
-    assert all(float(r.split("|")[4]) > 0 for r in rows)
-    edges = linear_plan.wide_edges
-    lines = calibration_evidence.compare_wide(model, rounds=1)
-    assert linear_plan.wide_edges is edges  # the rule before session 43 stands only while its plans are raced
-    shapes = [line for line in lines if line.startswith("| ") and " x " in line.split("|")[1]]
-    assert len(shapes) >= 1 and all(len(r.split("|")[3].split(",")) == len(linear_plan.WIDE_ROWS) for r in shapes)
-    rows = [line for line in lines if line.startswith("| ") and line[2].isdigit() and line not in shapes]
-    assert [int(r.split("|")[1]) for r in rows] == list(calibration_evidence.WIDE_KS)
-    assert all(float(r.split("|")[4]) > 0 for r in rows)
-    with calibration_evidence.upper_edge_only():
-        assert linear_plan.wide_edges(8, (16, 32)) == [(16, 16), (32, 32)]
-    assert linear_plan.wide_edges(8, (16, 32)) == [(9, 16), (17, 32)]
-    with pytest.raises(SystemExit):
-        calibration_evidence.main(["curve", "--rounds", "0"])
-    with pytest.raises(SystemExit):
-        calibration_evidence.main(["wide", "--rounds", "0"])
-    with pytest.raises(SystemExit):
-        calibration_evidence.main(["forms", "--rounds", "0"])
-
-
-def test_plan_regret_prices_each_setting_against_the_fastest_plans():
-    from benchmarks import plan_regret
-    from tiny_models import tiny_model
-
-    gain = linear_plan.WIDE_CLEAR_GAIN
-    lines = plan_regret.compare(tiny_model("llama"), ["1:1:2:1", "1:3:3:2:1.5:0.5"], trials=2, truth_mib=1,
-                                truth_rounds=1)
-    assert linear_plan.WIDE_CLEAR_GAIN == gain  # the rules a setting names are the library's again after it
-    rows = [line.split("|")[1:-1] for line in lines if line.startswith("| 1:")]
-    assert [r[0].strip() for r in rows] == ["1:1:2:1", "1:3:3:2:1.5:0.5"]
-    for _, seconds, mean, worst, below, above, each in rows:
-        regrets = [float(x) for x in each.split(",")]
-        assert float(seconds) > 0 and len(regrets) == 2 and min(regrets) >= -1e-9  # no plan beats the fastest
-        assert abs(float(mean) - sum(regrets) / 2) < 0.1 and abs(float(worst) - max(regrets)) < 0.06
-        assert float(below) >= 0 and float(above) >= 0
-    with pytest.raises(ValueError, match="MIB:FIRST:REPEATS:LATER"):
-        plan_regret.parse_setting("96:6:3")
-    assert plan_regret.parse_setting("96:6:2:1:1.5") == (96, 6, 2, 1, 1.5, None, None)
-    assert plan_regret.parse_setting("64:1:2:1") == (64, 1, 2, 1, None, None, None)
-    assert plan_regret.parse_setting("64:1:2:1:1.25:0.95") == (64, 1, 2, 1, 1.25, 0.95, None)
-    assert plan_regret.parse_setting("64:1:2:1:1.25:0.95:0") == (64, 1, 2, 1, 1.25, 0.95, False)
-    assert plan_regret.parse_setting("64:1:2:1:1.25:0.95:1") == (64, 1, 2, 1, 1.25, 0.95, True)
-    for bad in ("64:1:2:1:1.25:0.95:2", "64:1:2:1:1.25:0.95:1:1", "64:1:2:1:1.25:0.95:yes"):
-        with pytest.raises(ValueError, match="RETIME"):
-            plan_regret.parse_setting(bad)
-    with pytest.raises(ValueError, match="MIB:FIRST:REPEATS:LATER"):
-        plan_regret.parse_setting("64:1:2:1:1.25:1.5")
-    with pytest.raises(ValueError, match="MIB:FIRST:REPEATS:LATER"):
-        plan_regret.parse_setting("96:6:2:1:0.5")
-    with pytest.raises(SystemExit):
-        plan_regret.main(["--settings", "96:0:3:2"])
 
 
 def test_parts_smaller_than_a_layer_are_row_slices_spread_over_the_layers():
@@ -181,5 +111,9 @@ def test_parts_smaller_than_a_layer_are_row_slices_spread_over_the_layers():
     assert [part[0][0].data_ptr() for part in parts] == [m.weight.data_ptr() for m in layers]
     assert all(part[0][0].shape == (25, 16) for part in parts)
     parts = weight_probe.probe_parts(layers, 4 * 20 * 16 * 4, 4)  # 20 rows a part: two in each layer
-    assert [(part[0][0].data_ptr() - layers[i // 2].weight.data_ptr()) // (16 * 4) for i, part in enumerate(parts)] \
-        == [0, 20, 0, 20]
+    assert [(part[0][0].data_ptr() - layers[i // 2].weight.data_ptr()) // (16 * 4) for i, part in enumerate(parts)] == [
+        0,
+        20,
+        0,
+        20,
+    ]

@@ -3,10 +3,9 @@ install."""
 
 import pytest
 import torch
-
-from draftless.integration import linear_plan
-
 from tiny_models import tiny_model
+
+from draftless.integration.fastpass import linear_plan
 
 
 def test_linear_plan_rejects_a_malformed_table():
@@ -35,8 +34,9 @@ def test_joined_plans_take_the_others_plan_for_a_shape_both_hold():
     assert joined.get((9, 2)) == new and joined.get((4, 2)) == old and len(joined.by_shape) == 2
 
 
-EVERY_FORM = linear_plan.LinearPlan((0, 4, 4, 4, 4, 8, 8, 8, 8), (False, True, True, False, True, True, False,
-                                                                   True, True), ((16, True),))
+EVERY_FORM = linear_plan.LinearPlan(
+    (0, 4, 4, 4, 4, 8, 8, 8, 8), (False, True, True, False, True, True, False, True, True), ((16, True),)
+)
 
 
 def every_form(model):
@@ -81,8 +81,8 @@ def test_a_plain_unpadded_choice_is_nn_linears_own_call(monkeypatch):
     layer = torch.nn.Linear(24, 40)
     plan = linear_plan.LinearPlan((0, 1, 4, 3, 4), (False, False, True, False, False), ((8, True), (16, False)))
     calls = []
-    real = linear_plan._product
-    monkeypatch.setattr(linear_plan, "_product", lambda *a: calls.append(a[3]) or real(*a))
+    real = linear_plan.form_product
+    monkeypatch.setattr(linear_plan, "form_product", lambda *a: calls.append(a[3]) or real(*a))
     plans = linear_plan.LinearPlans(((tuple(layer.weight.shape), plan),))
     with torch.no_grad():
         for rows, departs in ((1, False), (2, True), (3, False), (4, False), (6, True), (12, False), (20, False)):
@@ -116,10 +116,16 @@ def test_planned_linears_are_restored_on_error_and_skip_a_replaced_forward():
 def test_forms_far_behind_after_one_round_leave_the_race(monkeypatch):
     monkeypatch.setattr(linear_plan, "OUT_OF_RACE", 2.0)
     # 1..3 rows padded (max_rows 3), then 8 rows wide: seconds after one timed round
-    seconds = {(1, False): 1.0, (1, True): 5.0,    # 1 row: the plain form; the other order is far behind
-               (2, False): 4.0, (2, True): 1.1,    # 2 rows: transposed; plain is the baseline, far behind
-               (3, False): 6.0, (3, True): 1.9,    # 3 rows transposed is within 2x of 1-row plain's 1.0
-               (8, False): 3.0, (8, True): 2.0}    # wide: both orders within 2x of each other
+    seconds = {
+        (1, False): 1.0,
+        (1, True): 5.0,  # 1 row: the plain form; the other order is far behind
+        (2, False): 4.0,
+        (2, True): 1.1,  # 2 rows: transposed; plain is the baseline, far behind
+        (3, False): 6.0,
+        (3, True): 1.9,  # 3 rows transposed is within 2x of 1-row plain's 1.0
+        (8, False): 3.0,
+        (8, True): 2.0,
+    }  # wide: both orders within 2x of each other
     racing = linear_plan.in_the_race(seconds, max_rows=3)
     assert set(racing) == {(1, False), (2, True), (3, True), (8, False), (8, True)}
     assert racing == [form for form in seconds if form in racing]  # in the order they were timed
@@ -138,13 +144,13 @@ def test_forms_far_behind_after_one_round_leave_the_race(monkeypatch):
 def test_a_plan_times_forms_out_of_the_race_once_and_still_counts_their_rounds(monkeypatch):
     groups = linear_plan.plain_linears(tiny_model("llama"))
     calls = []
-    real = linear_plan._product
+    real = linear_plan.form_product
 
     def product(weight, bias, flat, target, transposed):
         calls.append((target, transposed))
         return real(weight, bias, flat, target, transposed)
 
-    monkeypatch.setattr(linear_plan, "_product", product)
+    monkeypatch.setattr(linear_plan, "form_product", product)
     monkeypatch.setattr(linear_plan, "RETIME_DEPARTURES", False)  # the rounds alone (``test_plan_departures``)
     modules = groups[next(iter(groups))]
     kept = []
@@ -152,11 +158,14 @@ def test_a_plan_times_forms_out_of_the_race_once_and_still_counts_their_rounds(m
     monkeypatch.setattr(linear_plan, "in_the_race", lambda s, m: kept.extend(real_race(s, m)) or kept[:2])
     ticks = []
     orders = (linear_plan.PLAIN, linear_plan.TRANSPOSED)
-    linear_plan.measure_plan(modules, max_rows=3, wide_rows=(8,), repeats=3, tick=lambda: ticks.append(1),
-                             forms=orders, parts=(1, 1))  # every timing over the whole probe
+    linear_plan.measure_plan(
+        modules, max_rows=3, wide_rows=(8,), repeats=3, tick=lambda: ticks.append(1), forms=orders, parts=(1, 1)
+    )  # every timing over the whole probe
     forms = 2 * 5  # 1..3 rows, then 4 and 8 (both edges of the wide range 4-8), both orders
     # each form's first product once untimed (a first product runs slow), a round of all, two more of two
-    assert len(calls) == len(modules) * (2 + forms + 2 * 2) and calls[:len(modules) + 1] == [(1, 0)] * len(modules) + [(1, 1)]
+    assert len(calls) == len(modules) * (2 + forms + 2 * 2) and calls[: len(modules) + 1] == [(1, 0)] * len(modules) + [
+        (1, 1)
+    ]
     assert len(ticks) == forms * 3  # the progress still ends at the total it announced
     with pytest.raises(ValueError, match="repeats"):  # the first timed round is the one that decides the race
         linear_plan.measure_plan(modules, max_rows=3, wide_rows=(8,), repeats=0)
@@ -170,8 +179,16 @@ def test_a_wide_form_is_chosen_over_both_edges_of_the_rows_it_serves(monkeypatch
     assert linear_plan.wide_edges(3, (8,)) == [(4, 8)] and linear_plan.wide_edges(8, (4, 16)) == [(9, 16)]
     assert linear_plan.row_counts(2, (4, 8)) == [1, 2, 3, 4, 5, 8]
     plain, transposed = linear_plan.PLAIN, linear_plan.TRANSPOSED
-    fake = {(9, plain): 3.0, (9, transposed): 1.2, (16, plain): 1.0, (16, transposed): 1.05,  # plain fast at 16 only
-            (17, plain): 1.0, (17, transposed): 1.5, (32, plain): 2.0, (32, transposed): 2.1}  # plain at both
+    fake = {
+        (9, plain): 3.0,
+        (9, transposed): 1.2,
+        (16, plain): 1.0,
+        (16, transposed): 1.05,  # plain fast at 16 only
+        (17, plain): 1.0,
+        (17, transposed): 1.5,
+        (32, plain): 2.0,
+        (32, transposed): 2.1,
+    }  # plain at both
 
     def seconds(probed, x, rows, form):
         return fake.get((rows, form), 1.0 if form == plain else 2.0)

@@ -1,37 +1,41 @@
 """The drafting layer: the suffix proposer's choices, the peers' rules against a brute-force reference."""
 
+import naive
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from draftless.lookup import (
-    AdaptiveProposer, DraftConfig, LlamaCppLookupRule, NgramRule, NullProposer, PromptLookupRule, RestRule,
-    SamDecodingRule, SuffixDecodingRule, SuffixProposer,
-)
-from draftless.lookup.peer_rules import oldest_continuation
-
-import naive
+from benchmarks.peer_rules import NgramRule, PromptLookupRule, SuffixDecodingRule, oldest_continuation
+from benchmarks.peer_rules_retrieval import LlamaCppLookupRule, RestRule, SamDecodingRule
+from draftless.lookup import AdaptiveProposer, DraftConfig, NullProposer, SuffixProposer
 
 
 def test_default_config_and_validation():
     assert DraftConfig() == DraftConfig(min_match=2, max_draft=16, occurrence="recent")
-    for kwargs, error in [({"min_match": 0}, ValueError), ({"max_draft": 2.0}, TypeError),
-                          ({"occurrence": "oldest"}, ValueError), ({"min_match": True}, TypeError),
-                          ({"max_draft": 10**9}, ValueError)]:  # not a run that allocates by it
+    for kwargs, error in [
+        ({"min_match": 0}, ValueError),
+        ({"max_draft": 2.0}, TypeError),
+        ({"occurrence": "oldest"}, ValueError),
+        ({"min_match": True}, TypeError),
+        ({"max_draft": 10**9}, ValueError),
+    ]:  # not a run that allocates by it
         with pytest.raises(error, match=next(iter(kwargs))):
             DraftConfig(**kwargs)
     with pytest.raises(TypeError, match="config"):
         SuffixProposer(config={"max_draft": 3})
 
 
-@pytest.mark.parametrize("stream, occurrence, expected", [
-    ([1, 2, 8, 1, 2, 9, 1, 2], "recent", [9, 1]),  # "1 2" last occurred at 3-4, followed by 9
-    ([1, 2, 8, 1, 2, 9, 1, 2], "first", [8, 1]),  # the first "1 2", followed by 8
-    ([1, 2, 8, 1, 2, 9, 1, 2], "frequent", [9, 1]),  # 8 and 9 once each: the more recent wins the tie
-    ([5, 1, 8, 5, 1, 8, 6, 1, 9, 7, 1], "frequent", [8, 6]),  # "1": followed by 8 twice, 9 once
-    ([5, 1, 8, 5, 1, 8, 6, 1, 9, 7, 1], "recent", [9, 7]),  # ... but 9 most recently
-])
+@pytest.mark.parametrize(
+    "stream, occurrence, expected",
+    [
+        ([1, 2, 8, 1, 2, 9, 1, 2], "recent", [9, 1]),  # "1 2" last occurred at 3-4, followed by 9
+        ([1, 2, 8, 1, 2, 9, 1, 2], "first", [8, 1]),  # the first "1 2", followed by 8
+        ([1, 2, 8, 1, 2, 9, 1, 2], "frequent", [9, 1]),  # 8 and 9 once each: the more recent wins the tie
+        ([5, 1, 8, 5, 1, 8, 6, 1, 9, 7, 1], "frequent", [8, 6]),  # "1": followed by 8 twice, 9 once
+        ([5, 1, 8, 5, 1, 8, 6, 1, 9, 7, 1], "recent", [9, 7]),  # ... but 9 most recently
+    ],
+)
 def test_occurrence_choice(stream, occurrence, expected):
     p = SuffixProposer(DraftConfig(min_match=1, max_draft=2, occurrence=occurrence))
     p.reset(np.array(stream))
@@ -52,8 +56,8 @@ def test_min_match_budget_and_update():
 def naive_oldest(tokens, n, k):
     tokens = list(tokens)
     for start in range(len(tokens) - n):
-        if tokens[start:start + n] == tokens[len(tokens) - n:]:
-            return tokens[start + n: start + n + k]
+        if tokens[start : start + n] == tokens[len(tokens) - n :]:
+            return tokens[start + n : start + n + k]
     return None
 
 
@@ -87,7 +91,7 @@ def naive_suffix_decoding(stream, budget, depth=24, cap=32, factor=1.0, min_prob
     longest = naive.longest_match(stream)[0]
     for m in range(1, min(longest, depth - 1) + 1):
         limit = min(budget, cap, int(m * factor + 1e-6), depth - m)
-        total = len(naive.occurrence_ends(stream, stream[len(stream) - m:]))
+        total = len(naive.occurrence_ends(stream, stream[len(stream) - m :]))
         tokens, counts = naive.frequent_path(stream, m, limit)
         draft, score = [], 0.0
         for tok, count in zip(tokens, counts):
@@ -101,8 +105,11 @@ def naive_suffix_decoding(stream, budget, depth=24, cap=32, factor=1.0, min_prob
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.one_of(st.lists(st.integers(0, 3), max_size=80), st.lists(st.integers(0, 30), max_size=80)),
-       st.integers(1, 40), st.sampled_from([(24, 32, 1.0), (6, 32, 1.0), (24, 4, 2.0)]))
+@given(
+    st.one_of(st.lists(st.integers(0, 3), max_size=80), st.lists(st.integers(0, 30), max_size=80)),
+    st.integers(1, 40),
+    st.sampled_from([(24, 32, 1.0), (6, 32, 1.0), (24, 4, 2.0)]),
+)
 def test_suffix_decoding_rule_matches_its_description(stream, budget, knobs):
     depth, cap, factor = knobs
     rule = SuffixDecodingRule(max_depth=depth, max_spec_tokens=cap, max_spec_factor=factor)
@@ -126,8 +133,20 @@ def test_suffix_decoding_rule_drafts_no_longer_than_its_match():
         SuffixDecodingRule(min_token_prob=1.5)
 
 
-@pytest.mark.parametrize("make", [NullProposer, SuffixProposer, AdaptiveProposer, PromptLookupRule, NgramRule,
-                                  SuffixDecodingRule, SamDecodingRule, RestRule, LlamaCppLookupRule])
+@pytest.mark.parametrize(
+    "make",
+    [
+        NullProposer,
+        SuffixProposer,
+        AdaptiveProposer,
+        PromptLookupRule,
+        NgramRule,
+        SuffixDecodingRule,
+        SamDecodingRule,
+        RestRule,
+        LlamaCppLookupRule,
+    ],
+)
 def test_every_proposer_refuses_a_bad_budget(make):
     p = make()
     p.reset(np.array([1, 2, 3, 1, 2]))
@@ -145,8 +164,13 @@ def test_adaptive_proposer_refuses_bad_updates_and_pass_times_before_learning():
         with pytest.raises(error, match="tokens"):
             p.update(bad)
     assert len(p.index) == 5 and p._pending is not None  # nothing learned from the refused updates
-    for k, seconds, error in ((-1, 0.1, ValueError), (2, float("nan"), ValueError), (2, float("inf"), ValueError),
-                              (2, -0.1, ValueError), (2, "0.1", TypeError)):
+    for k, seconds, error in (
+        (-1, 0.1, ValueError),
+        (2, float("nan"), ValueError),
+        (2, float("inf"), ValueError),
+        (2, -0.1, ValueError),
+        (2, "0.1", TypeError),
+    ):
         with pytest.raises(error):
             p.record_pass(k, seconds)
     assert p.cost.scale == 1.0

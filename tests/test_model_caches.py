@@ -3,11 +3,10 @@ whose own cache draftless cannot or need not refuse (recurrent states, encoder-d
 
 import pytest
 import torch
+from tiny_models import VOCAB, repetitive_prompt, tiny_model
 from transformers import GenerationConfig, StaticCache
 
 from draftless.integration import SpeculativeGenerator, UnsupportedGeneration, enable, generate, is_enabled
-
-from tiny_models import VOCAB, repetitive_prompt, tiny_model
 
 
 def vanilla(model, ids, **kwargs):
@@ -71,8 +70,9 @@ def test_a_model_with_a_recurrent_state_is_refused_by_name(kind):
 def test_an_encoder_decoder_model_is_refused_by_name():
     from transformers import T5Config, T5ForConditionalGeneration
 
-    model = T5ForConditionalGeneration(T5Config(vocab_size=VOCAB, d_model=32, d_ff=64, num_layers=1, num_heads=4,
-                                                d_kv=8, decoder_start_token_id=0))
+    model = T5ForConditionalGeneration(
+        T5Config(vocab_size=VOCAB, d_model=32, d_ff=64, num_layers=1, num_heads=4, d_kv=8, decoder_start_token_id=0)
+    )
     with pytest.raises(UnsupportedGeneration, match="T5ForConditionalGeneration is an encoder-decoder"):
         SpeculativeGenerator(model)
 
@@ -86,8 +86,9 @@ def test_a_model_whose_config_turns_the_cache_off_is_served_exactly():
     assert torch.equal(gen.generate(ids, max_new_tokens=40, eos_token_id=None), ref)
     assert gen.last_stats.accepted > 0
     # the model's own config passed back in is still its default; the caller's own choice is refused
-    assert torch.equal(gen.generate(ids, generation_config=model.generation_config, max_new_tokens=40,
-                                    eos_token_id=None), ref)
+    assert torch.equal(
+        gen.generate(ids, generation_config=model.generation_config, max_new_tokens=40, eos_token_id=None), ref
+    )
     with pytest.raises(UnsupportedGeneration, match="use_cache=False"):
         gen.generate(ids, max_new_tokens=5, use_cache=False)
     with pytest.raises(UnsupportedGeneration, match="use_cache=False"):

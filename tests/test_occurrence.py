@@ -8,23 +8,24 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from naive import followers, longest_match, occurrence_ends
+from streams import edited_repeats, periodic, small_vocab
 
 from draftless.index import SuffixIndex
 from draftless.lookup import AdaptiveConfig, AdaptiveProposer
 from draftless.lookup.cost_model import CostCurve
 from draftless.lookup.occurrence import SHORT, OccurrenceChooser, agreement, rule_ends
-from naive import followers, longest_match, occurrence_ends
-from streams import edited_repeats, periodic, small_vocab
+
 
 def naive_rule_ends(stream):
     """(frequent, first_short) by brute force: the latest occurrence of the majority follower of the longest
     match (ties to the more recent), and the first occurrence of its last min(SHORT, length) tokens."""
     length, recent, first = longest_match(stream)
     n = len(stream)
-    ends = [e for e in occurrence_ends(stream, stream[n - length:]) if e < n - 1]
+    ends = [e for e in occurrence_ends(stream, stream[n - length :]) if e < n - 1]
     table = followers(stream, ends)
     frequent = max(table.values())[1] - 1 if table else recent
-    short = stream[n - min(SHORT, length):]
+    short = stream[n - min(SHORT, length) :]
     first_short = min(e for e in occurrence_ends(stream, short) if e < n - 1)
     return frequent, first_short
 
@@ -77,13 +78,20 @@ def test_chooser_is_validated(kwargs):
         OccurrenceChooser(**kwargs)
 
 
-@pytest.mark.parametrize("kwargs, error", [
-    ({"occurrence_memory": 0.0}, ValueError), ({"occurrence_memory": 1.01}, ValueError),
-    ({"occurrence_margin": -0.5}, ValueError), ({"occurrence_margin": "1"}, TypeError),
-    ({"occurrence_memory": True}, TypeError), ({"occurrence": "oldest"}, ValueError),
-    ({"earliest_in_prompt": -1}, ValueError), ({"earliest_in_prompt": "2"}, TypeError),
-    ({"earliest_in_prompt": True}, TypeError),
-])
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        ({"occurrence_memory": 0.0}, ValueError),
+        ({"occurrence_memory": 1.01}, ValueError),
+        ({"occurrence_margin": -0.5}, ValueError),
+        ({"occurrence_margin": "1"}, TypeError),
+        ({"occurrence_memory": True}, TypeError),
+        ({"occurrence": "oldest"}, ValueError),
+        ({"earliest_in_prompt": -1}, ValueError),
+        ({"earliest_in_prompt": "2"}, TypeError),
+        ({"earliest_in_prompt": True}, TypeError),
+    ],
+)
 def test_config_fields_are_validated(kwargs, error):
     with pytest.raises(error, match=next(iter(kwargs))):
         AdaptiveConfig(**kwargs)
@@ -147,7 +155,7 @@ def test_the_learned_rule_scores_the_occurrence_it_drafts():
     assert p.occurrences.scores.tolist() == [2.0, 2.0]
 
 
-RECORDED = Path(__file__).resolve().parents[1] / "benchmarks" / "recorded"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 def test_learned_occurrence_keeps_more_tokens_a_pass_on_the_recorded_gpu_run():
@@ -159,26 +167,20 @@ def test_learned_occurrence_keeps_more_tokens_a_pass_on_the_recorded_gpu_run():
     from benchmarks.recorded_run import recorded_cost
     from benchmarks.replay import replay
 
-    data = json.loads((RECORDED / "gemma-3-270m_h200-fp32_limit10_2026-11-30_pass-check.json").read_text())
+    data = json.loads((FIXTURES / "gemma-h200-qa-translation.json").read_text())
     cost = recorded_cost(data)
     outputs = [o for o in data["outputs"] if o["suite"] in ("translation", "qa")]
-    configs = {(occ, periodic): (lambda t, c=AdaptiveConfig(occurrence=occ, periodic=periodic):
-                                 AdaptiveProposer(c, cost=cost, excluded=tuple(data["inexact_drafts"])))
-               for occ in ("frequent", "learned") for periodic in (False, True)}
+    configs = {
+        (occ, periodic): (
+            lambda t, c=AdaptiveConfig(occurrence=occ, periodic=periodic): AdaptiveProposer(
+                c, cost=cost, excluded=tuple(data["inexact_drafts"])
+            )
+        )
+        for occ in ("frequent", "learned")
+        for periodic in (False, True)
+    }
     rows = {(r["config"], r["suite"]): r["mean_accepted"] for r in replay(outputs, configs, cost)}
     assert rows[(("learned", False), "translation")] > 1.03 * rows[(("frequent", False), "translation")]
     assert rows[(("learned", False), "all")] > rows[(("frequent", False), "all")]
     for suite in ("translation", "qa", "all"):
         assert rows[(("learned", True), suite)] >= rows[(("learned", False), suite)]
-
-
-def test_occurrence_evidence_reports_every_column(capsys):
-    from benchmarks.occurrence_evidence import main
-
-    run = RECORDED / "gemma-3-270m_h200-fp32_qa-rag_limit10_2026-11-30_pass-check_repeat.json"
-    gains = main([str(run), "--memory", "0.6", "--margin", "1,2"])
-    assert all(g == 1.0 for g in gains["frequent"]) and len(gains[(0.6, 1.0)]) == 3  # qa, rag, all
-    out = capsys.readouterr().out
-    assert "| memory | margin 1 | margin 2 |" in out and "| 0.6 | " in out
-    with pytest.raises(SystemExit):
-        main([str(run), "--margin", "-1"])  # refused by AdaptiveConfig, reported by the parser

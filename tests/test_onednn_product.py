@@ -5,11 +5,10 @@ import json
 
 import pytest
 import torch
-
-from draftless.integration import linear_plan
-from draftless.integration.onednn_product import onednn_product, onednn_supported
-
 from tiny_models import tiny_model
+
+from draftless.integration.fastpass import linear_plan
+from draftless.integration.fastpass.onednn_product import onednn_product, onednn_supported
 
 ONEDNN_RUNS = onednn_supported(torch.ones(8, 8))
 
@@ -31,7 +30,7 @@ def test_a_onednn_product_is_the_linear_layers_product(rows, features, inputs, w
     got = onednn_product(weight, bias, flat)
     assert got.shape == want.shape and got.dtype == want.dtype
     assert torch.allclose(got, want, rtol=1e-5, atol=1e-4)
-    padded = linear_plan._product(weight, bias, flat, rows + 3, linear_plan.ONEDNN)  # zero rows added, dropped
+    padded = linear_plan.form_product(weight, bias, flat, rows + 3, linear_plan.ONEDNN)  # zero rows added, dropped
     assert padded.shape == want.shape and padded.is_contiguous() and torch.allclose(padded, want, rtol=1e-5, atol=1e-4)
 
 

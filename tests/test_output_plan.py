@@ -1,15 +1,15 @@
 """The output layer's linear plan, kept apart where a screen may serve the model (``calibration.OUTPUT_PLAN_KIND``):
 measured only for a run that multiplies by the output layer in fp32, never for a greedy run that screens every
-pass nor for a sampled one whose top-k cut the screen serves. Tiny models are under ``screened_head.MIN_WEIGHTS``, so the screen is forced here as a host with native
-bfloat16 would serve Gemma 3 270M."""
+pass nor for a sampled one whose top-k cut the screen serves. Tiny models are under
+``screened_head.MIN_WEIGHTS``, so the screen is forced here as a host with native bfloat16 would serve Gemma 3 270M."""
 
 import pytest
 import torch
-
-from draftless.integration import SpeculativeGenerator, calibration, screened_head
-from draftless.integration.screened_head import ScreenedHead
-
 from tiny_models import repetitive_prompt, tiny_model
+
+from draftless.integration import SpeculativeGenerator, calibration
+from draftless.integration.fastpass import screened_head
+from draftless.integration.fastpass.screened_head import ScreenedHead
 
 
 @pytest.fixture
@@ -21,8 +21,13 @@ def screening_host(monkeypatch, cache_dir):
 
     def measuring(model, progress=None, shapes=None, **kw):
         plans = measure(model, progress=progress, shapes=shapes, max_rows=3, wide_rows=(), repeats=1)
-        timed.append(sorted(s for s in {tuple(m.weight.shape) for m in model.modules()
-                                        if type(m) is torch.nn.Linear} if shapes is None or shapes(s)))
+        timed.append(
+            sorted(
+                s
+                for s in {tuple(m.weight.shape) for m in model.modules() if type(m) is torch.nn.Linear}
+                if shapes is None or shapes(s)
+            )
+        )
         return plans
 
     monkeypatch.setattr(calibration, "measure_linear_plans", measuring)
@@ -78,7 +83,8 @@ def test_a_sampled_run_measures_it_once_on_first_use(screening_host, cache_dir):
     plans = calibration.cached_linear_plans(model)
     body = calibration.cached_linear_plans(model, output_layer=False)
     assert {s for s, _ in body.by_shape} <= {s for s, _ in plans.by_shape} and output_shape(model) not in dict(
-        body.by_shape)
+        body.by_shape
+    )
 
 
 def test_calibrate_measures_it_when_asked(screening_host, cache_dir):

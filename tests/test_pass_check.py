@@ -5,13 +5,12 @@ import logging
 
 import pytest
 import torch
-
-from draftless.integration import SpeculativeGenerator, calibration, pass_check, speculative
-from draftless.lookup import AdaptiveConfig, DraftConfig
-from draftless.lookup.cost_model import FLAT
-
 from proposers import OracleProposer
 from tiny_models import repetitive_prompt, tiny_model
+
+from draftless.integration import SpeculativeGenerator, calibration, pass_check, proposing, speculative, store
+from draftless.lookup import AdaptiveConfig, DraftConfig
+from draftless.lookup.cost_model import FLAT
 
 BROKEN = 33  # the pass length that gave wrong logits on the GPU
 
@@ -25,6 +24,7 @@ def break_passes_of(model, length, fault="roll"):
         if output.shape[-2] not in lengths:
             return None
         return torch.roll(output, 1, dims=-1) if fault == "roll" else torch.full_like(output, float("nan"))
+
     return model.lm_head.register_forward_hook(hook)
 
 
@@ -87,8 +87,10 @@ def test_tolerance_is_looser_for_16_bit_types_and_reduced_fp32_products(cache_di
     assert calibration.calibration_key(model) == key
 
 
-@pytest.mark.parametrize("kwargs, word", [({"context": 0}, "context"), ({"context": True}, "context"),
-                                          ({"context": 5, "max_draft": 0}, "max_draft")])
+@pytest.mark.parametrize(
+    "kwargs, word",
+    [({"context": 0}, "context"), ({"context": True}, "context"), ({"context": 5, "max_draft": 0}, "max_draft")],
+)
 def test_bad_arguments_raise_clearly(kwargs, word):
     with pytest.raises(ValueError, match=word):
         pass_check.pass_errors(tiny_model("llama"), **kwargs)
@@ -112,12 +114,12 @@ def test_checked_lengths_are_cached_per_model(cache_dir, monkeypatch):
     model = tiny_model("llama")
     break_passes_of(model, BROKEN)
     assert calibration.cached_inexact_drafts(model) == (BROKEN - 1,)
-    calibration._MEMO.clear()
+    store.forget_read_files()
     assert calibration.cached_inexact_drafts(model) == (BROKEN - 1,) and len(calls) == 1  # read back from disk
     for bad in ('{"inexact": "many"}', '{"inexact": [0]}', '{"inexact": [true]}'):
         (path,) = cache_dir.glob("calibration/*inexact*")
         path.write_text(bad)  # an unreadable entry is checked again, not trusted
-        calibration._MEMO.clear()
+        store.forget_read_files()
         assert calibration.cached_inexact_drafts(model) == (BROKEN - 1,)
     assert len(calls) == 4
 
@@ -148,10 +150,10 @@ def test_outputs_stay_exact_where_pass_lengths_are_broken(adaptive, cache_dir, m
     # length but 1, 3, 7, 11, ... is broken (generate itself never runs such a pass here: its prefill keeps 1)
     broken = {BROKEN} if not adaptive else {q for q in range(2, 66) if q % 4}
     break_passes_of(model, broken)
-    monkeypatch.setattr(speculative, "cached_cost_curve", lambda model: FLAT)  # as on a GPU: long drafts pay
+    monkeypatch.setattr(proposing, "cached_cost_curve", lambda model: FLAT)  # as on a GPU: long drafts pay
 
     def run():
-        calibration._MEMO.clear()
+        store.forget_read_files()
         oracle = None if adaptive else OracleProposer(reference[0], length=BROKEN - 1)
         gen = SpeculativeGenerator(model, proposer=oracle)
         out = gen.generate(prompt, max_new_tokens=80, do_sample=False, eos_token_id=None)

@@ -3,10 +3,9 @@ values, rolled back after each pass."""
 
 import pytest
 import torch
+from tiny_models import tiny_model
 
 from draftless.integration import pass_timing
-
-from tiny_models import tiny_model
 
 
 @pytest.mark.parametrize("kind", ["llama", "gemma3", "qwen2", "gpt2"])  # gemma3: a context past its window
@@ -20,8 +19,13 @@ def test_the_timed_context_is_one_prefilled_token_and_random_keys_and_values(kin
         assert layer.keys.shape[:-2] == layer.values.shape[:-2]
     assert all(run() > 0 for run in timers) and cache.get_seq_length() == 20  # each pass rolled back
     with torch.no_grad():  # a pass over the filled context: logits for every row, finite
-        out = model(input_ids=torch.tensor([[1, 2, 3]]), position_ids=torch.arange(20, 23)[None], cache=cache,
-                    use_cache=True, logits_to_keep=3)
+        out = model(
+            input_ids=torch.tensor([[1, 2, 3]]),
+            position_ids=torch.arange(20, 23)[None],
+            cache=cache,
+            use_cache=True,
+            logits_to_keep=3,
+        )
     assert out.logits.shape[1] == 3 and torch.isfinite(out.logits).all()
 
 

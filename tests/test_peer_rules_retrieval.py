@@ -1,18 +1,25 @@
 """llama.cpp's lookup, SAM-Decoding and REST as proposers, each against a brute-force reading of its
 description (``draftless.lookup.peer_rules_retrieval``)."""
 
+import naive
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from draftless.lookup import LlamaCppLookupRule, RestRule, SamDecodingRule
-from draftless.lookup.peer_rules_retrieval import LAX_MIN_PERCENT, LAX_MIN_SAMPLES
+from benchmarks.peer_rules_retrieval import (
+    LAX_MIN_PERCENT,
+    LAX_MIN_SAMPLES,
+    LlamaCppLookupRule,
+    RestRule,
+    SamDecodingRule,
+)
 
-import naive
-
-STREAMS = st.one_of(st.lists(st.integers(0, 2), max_size=60), st.lists(st.integers(0, 4), max_size=60),
-                    st.lists(st.integers(0, 30), max_size=60))
+STREAMS = st.one_of(
+    st.lists(st.integers(0, 2), max_size=60),
+    st.lists(st.integers(0, 4), max_size=60),
+    st.lists(st.integers(0, 30), max_size=60),
+)
 
 
 def naive_llamacpp(stream, budget, n_draft=16, max_n=4):
@@ -23,10 +30,10 @@ def naive_llamacpp(stream, budget, n_draft=16, max_n=4):
         context = list(stream) + draft
         token = None
         for n in range(min(max_n, len(context)), 0, -1):
-            gram = context[len(context) - n:]
+            gram = context[len(context) - n :]
             seen, first_at = {}, {}
             for i in range(n, len(stream)):  # successors within the stream only, never the draft
-                if stream[i - n: i] == gram:
+                if stream[i - n : i] == gram:
                     seen[stream[i]] = seen.get(stream[i], 0) + 1
                     first_at[(stream[i], seen[stream[i]])] = i
             if not seen:
@@ -46,7 +53,7 @@ def naive_llamacpp(stream, budget, n_draft=16, max_n=4):
 def naive_sam(stream, budget, max_predicts=60, alpha=4.0):
     length, _, first = naive.longest_match(stream)
     k = min(budget, max_predicts - 1, int(length * alpha))
-    return list(stream[first + 1: first + 1 + k]) if k > 0 else []
+    return list(stream[first + 1 : first + 1 + k]) if k > 0 else []
 
 
 def naive_rest(stream, budget, max_span=16, min_span=2, depth=10):
@@ -111,15 +118,18 @@ def test_nothing_repeats_nothing_drafted():
     assert rest.propose(10).size == 0
 
 
-@pytest.mark.parametrize("make, error", [
-    (lambda: LlamaCppLookupRule(ngram_min=3, ngram_max=2), "ngram_min"),
-    (lambda: LlamaCppLookupRule(n_draft=0), "n_draft"),
-    (lambda: LlamaCppLookupRule(ngram_max=5), "min_samples"),
-    (lambda: SamDecodingRule(max_predicts=1), "max_predicts"),
-    (lambda: SamDecodingRule(alpha=0), "alpha"),
-    (lambda: RestRule(min_span=3, max_span=2), "min_span"),
-    (lambda: RestRule(max_depth=0), "max_depth"),
-])
+@pytest.mark.parametrize(
+    "make, error",
+    [
+        (lambda: LlamaCppLookupRule(ngram_min=3, ngram_max=2), "ngram_min"),
+        (lambda: LlamaCppLookupRule(n_draft=0), "n_draft"),
+        (lambda: LlamaCppLookupRule(ngram_max=5), "min_samples"),
+        (lambda: SamDecodingRule(max_predicts=1), "max_predicts"),
+        (lambda: SamDecodingRule(alpha=0), "alpha"),
+        (lambda: RestRule(min_span=3, max_span=2), "min_span"),
+        (lambda: RestRule(max_depth=0), "max_depth"),
+    ],
+)
 def test_bad_settings_are_refused_by_name(make, error):
     with pytest.raises(ValueError, match=error):
         make()

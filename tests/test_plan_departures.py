@@ -1,12 +1,12 @@
 """``linear_plan.measure_plan`` times once more the forms behind each choice that departs from the plain product,
-so that a form slowed by chance in every round does not pad a row count for good (session 57: plans a noisy
+so that a form slowed by chance in every round does not pad a row count for good (: plans a noisy
 calibration cached padded SmolLM2-135M's 4-7-row products to 8)."""
 
 import pytest
 import torch
 
-from draftless.integration import linear_plan
-from draftless.integration.linear_plan import PLAIN, TRANSPOSED, LinearPlan
+from draftless.integration.fastpass import linear_plan
+from draftless.integration.fastpass.linear_plan import PLAIN, TRANSPOSED, LinearPlan
 
 FORMS = (PLAIN, TRANSPOSED)
 
@@ -46,9 +46,23 @@ def test_a_plan_that_departs_nowhere_times_nothing_again(monkeypatch):
 
 
 def test_departures_name_the_chosen_and_the_plain_timings_each_once():
-    plan = LinearPlan((0, 2, 2, 3, 8, 8, 8, 8, 8), (PLAIN, PLAIN, TRANSPOSED, PLAIN, PLAIN, PLAIN, PLAIN, PLAIN, PLAIN),
-                      ((16, PLAIN), (32, TRANSPOSED), (64, PLAIN)))
+    plan = LinearPlan(
+        (0, 2, 2, 3, 8, 8, 8, 8, 8),
+        (PLAIN, PLAIN, TRANSPOSED, PLAIN, PLAIN, PLAIN, PLAIN, PLAIN, PLAIN),
+        ((16, PLAIN), (32, TRANSPOSED), (64, PLAIN)),
+    )
     assert linear_plan.plan_departures(plan, 8, (16, 32, 64)) == [
-        (1, PLAIN), (2, PLAIN), (2, TRANSPOSED), (4, PLAIN), (8, PLAIN), (5, PLAIN), (6, PLAIN), (7, PLAIN),
-        (17, PLAIN), (32, PLAIN), (17, TRANSPOSED), (32, TRANSPOSED)]
+        (1, PLAIN),
+        (2, PLAIN),
+        (2, TRANSPOSED),
+        (4, PLAIN),
+        (8, PLAIN),
+        (5, PLAIN),
+        (6, PLAIN),
+        (7, PLAIN),
+        (17, PLAIN),
+        (32, PLAIN),
+        (17, TRANSPOSED),
+        (32, TRANSPOSED),
+    ]
     assert linear_plan.plan_departures(LinearPlan(tuple(range(9)), (PLAIN,) * 9, ((16, PLAIN),)), 8, (16,)) == []

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from draftless.integration import SpeculativeGenerator, load_model
-from draftless.lookup import AdaptiveConfig
+from draftless.integration.fastpass import FastPassOptions
 
 pytestmark = pytest.mark.slow
 
@@ -20,8 +20,9 @@ def _code_prompts():
     import textwrap as textwrap_module
 
     sources = [inspect.getsource(json_module.dumps), inspect.getsource(textwrap_module.dedent)]
-    return [f"# Rewrite this function with type hints, keeping its behaviour.\n{src}\n# Rewritten:\n"
-            for src in sources] + [
+    return [
+        f"# Rewrite this function with type hints, keeping its behaviour.\n{src}\n# Rewritten:\n" for src in sources
+    ] + [
         "def fibonacci(n):\n    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n    return a\n\n"
         "def factorial(n):\n",
         "class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, item):\n",
@@ -59,11 +60,15 @@ def test_gemma_3_270m_identical_to_generate():
 
 def test_smollm2_135m_instruct_identical_to_generate():
     model, tokenizer = load_model("smollm2-135m-instruct")
-    chats = [tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
-                                           add_generation_prompt=True)
-             for text in ["Rewrite this function with type hints:\n" + inspect.getsource(json.dumps),
-                          "Summarise: " + PROSE[0], "Explain what a suffix automaton is.",
-                          "Rewrite with a docstring:\n" + inspect.getsource(textwrap.indent)]]
+    chats = [
+        tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True)
+        for text in [
+            "Rewrite this function with type hints:\n" + inspect.getsource(json.dumps),
+            "Summarise: " + PROSE[0],
+            "Explain what a suffix automaton is.",
+            "Rewrite with a docstring:\n" + inspect.getsource(textwrap.indent),
+        ]
+    ]
     _assert_identical(model, tokenizer, chats + _code_prompts()[2:] + PROSE[1:5])
 
 
@@ -75,12 +80,14 @@ def test_smollm2_sampled_text_does_not_depend_on_the_drafts():
     model, tokenizer = load_model("smollm2-135m-instruct")
     drafting = SpeculativeGenerator(model, tokenizer)
     plain = SpeculativeGenerator(model, tokenizer, proposer=OracleProposer([], length=0))
-    unscreened = SpeculativeGenerator(model, tokenizer, config=AdaptiveConfig(screened_head=False))
+    unscreened = SpeculativeGenerator(model, tokenizer, fast_pass=FastPassOptions(screened_head=False))
     accepted = 0
-    for n, text in enumerate(["Rewrite this function with type hints:\n" + inspect.getsource(textwrap.indent),
-                              "Summarise: " + PROSE[0]]):
-        chat = tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
-                                             add_generation_prompt=True)
+    for n, text in enumerate(
+        ["Rewrite this function with type hints:\n" + inspect.getsource(textwrap.indent), "Summarise: " + PROSE[0]]
+    ):
+        chat = tokenizer.apply_chat_template(
+            [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
+        )
         ids = tokenizer(chat, return_tensors="pt")
         for seed in (n, n + 10):
             settings = dict(do_sample=True, temperature=0.7, top_p=0.95, max_new_tokens=64, seed=seed)
@@ -99,7 +106,6 @@ def test_token_texts_read_fast_are_the_tokenizers_own(name):
 
     tok = load_tokenizer(name)
     assert token_texts(tok, len(tok)) == tok.batch_decode([[i] for i in range(len(tok))])
-
 
 
 @pytest.mark.parametrize("name", ["gemma-3-270m", "smollm2-135m-instruct"])

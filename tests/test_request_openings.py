@@ -6,15 +6,14 @@ import pickle
 import numpy as np
 import pytest
 import torch
-
-from draftless.integration import SpeculativeGenerator
-from draftless.integration.request_starts import forget_request_starts, request_start
-from draftless.lookup import AdaptiveConfig, AdaptiveProposer, RequestStart, RequestStarts, carried_starts
-from draftless.lookup.cost_model import CostCurve
-
-from benchmarks.recorded_run import recorded_config
 from proposers import drive
 from tiny_models import repetitive_prompt, tiny_model
+
+from benchmarks.recorded_run import recorded_config
+from draftless.integration import SpeculativeGenerator
+from draftless.integration.kept_state import forget_request_starts, request_start
+from draftless.lookup import AdaptiveConfig, AdaptiveProposer, RequestStart, RequestStarts, carried_starts
+from draftless.lookup.cost_model import CostCurve
 
 CPU = CostCurve((0, 1, 16, 32, 64), (1.0, 1.05, 2.3, 3.1, 4.8))
 KEYED = AdaptiveConfig()  # the default: start_memory 0.5, start_key 2
@@ -68,9 +67,14 @@ def test_openings_are_keyed_by_the_first_matchs_last_tokens_and_bounded():
     assert len(copy) == 2 and copy.config == config
 
 
-@pytest.mark.parametrize("kwargs, error, word", [({"start_key": -1}, ValueError, "start_key"),
-                                                 ({"start_key": True}, TypeError, "start_key"),
-                                                 ({"start_key": 2.0}, TypeError, "start_key")])
+@pytest.mark.parametrize(
+    "kwargs, error, word",
+    [
+        ({"start_key": -1}, ValueError, "start_key"),
+        ({"start_key": True}, TypeError, "start_key"),
+        ({"start_key": 2.0}, TypeError, "start_key"),
+    ],
+)
 def test_start_key_is_validated(kwargs, error, word):
     with pytest.raises(error, match=word):
         AdaptiveConfig(**kwargs)
@@ -109,11 +113,16 @@ def test_the_loop_records_each_requests_own_opening_and_replays_exactly():
         out = gen.generate(ids, max_new_tokens=24, eos_token_id=None)
         assert torch.equal(out, model.generate(ids, max_new_tokens=24, do_sample=False, eos_token_id=None))
         stats.append(gen.last_stats)
-        run = {"start_acceptance": dict(zip(("hits", "trials"), stats[-1].start_acceptance))} \
-            if stats[-1].start_acceptance else {}
-        proposer = AdaptiveProposer(KEYED, cost=cost_model(KEYED, gen.proposer.cost.curve, stats[-1].start_shape,
-                                                                   stats[-1].start_evidence or None),
-                                    start=recorded_request_start(KEYED, run))
+        run = (
+            {"start_acceptance": dict(zip(("hits", "trials"), stats[-1].start_acceptance))}
+            if stats[-1].start_acceptance
+            else {}
+        )
+        proposer = AdaptiveProposer(
+            KEYED,
+            cost=cost_model(KEYED, gen.proposer.cost.curve, stats[-1].start_shape, stats[-1].start_evidence or None),
+            start=recorded_request_start(KEYED, run),
+        )
         _, accepted, drafted, _ = replay_one(proposer, out[0].tolist(), ids.shape[1], 24, stats[-1].pass_seconds)
         assert list(zip(drafted, accepted)) == list(stats[-1].draft_trace)
     assert isinstance(gen.proposer.start, RequestStarts) and gen.proposer.start is request_start(model, KEYED)

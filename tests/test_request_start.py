@@ -6,18 +6,16 @@ import pickle
 import numpy as np
 import pytest
 import torch
+from proposers import drive
+from tiny_models import repetitive_prompt, tiny_model
 
+from benchmarks.replay import replay_one
 from draftless.integration import SpeculativeGenerator
-from draftless.integration.request_starts import forget_request_starts, request_start
+from draftless.integration.kept_state import forget_request_starts, request_start
 from draftless.lookup import AdaptiveConfig, AdaptiveProposer, RequestStart, RequestStarts
 from draftless.lookup.acceptance_model import LENGTH_EDGES, ORIGINS, STEPPED
 from draftless.lookup.adaptive import cost_model
 from draftless.lookup.cost_model import CostCurve
-
-from benchmarks.replay import replay_one
-
-from proposers import drive
-from tiny_models import repetitive_prompt, tiny_model
 
 CPU = CostCurve((0, 1, 16, 32, 64), (1.0, 1.05, 2.3, 3.1, 4.8))
 OPEN = [7, 8]  # the tokens a copied passage opens with, in the prompt and again at its end
@@ -63,14 +61,14 @@ def test_only_each_requests_first_verified_draft_teaches_it():
     proposer = AdaptiveProposer(CARRIED, cost=CPU, start=start)
     proposer.reset(truth[: prompt_len + 1])
     draft = proposer.propose(64)
-    proposer.update(truth[prompt_len + 1: prompt_len + 2 + draft.size])  # all of it accepted
+    proposer.update(truth[prompt_len + 1 : prompt_len + 2 + draft.size])  # all of it accepted
     after_first = start.state()
     assert start.learned and sum(after_first[1]) == draft.size  # each accepted position judged once
     assert sum(after_first[0]) == draft.size
     while len(proposer.index) < truth.size:  # later drafts teach the request's own model only
         pos = len(proposer.index)
         more = proposer.propose(truth.size - pos - 1)
-        proposer.update(truth[pos: pos + more.size + 1])
+        proposer.update(truth[pos : pos + more.size + 1])
     assert start.state() == after_first
     assert proposer.acceptance.trials.sum() > sum(after_first[1])
 
@@ -119,8 +117,10 @@ def test_a_state_recorded_before_the_stepped_cells_is_taken_up_as_it_was():
         AdaptiveProposer(start=object())
 
 
-@pytest.mark.parametrize("value, error", [(-0.1, ValueError), (1.5, ValueError), (float("nan"), ValueError),
-                                          ("0.8", TypeError), (True, TypeError)])
+@pytest.mark.parametrize(
+    "value, error",
+    [(-0.1, ValueError), (1.5, ValueError), (float("nan"), ValueError), ("0.8", TypeError), (True, TypeError)],
+)
 def test_start_memory_is_validated(value, error):
     with pytest.raises(error, match="start_memory"):
         AdaptiveConfig(start_memory=value)
@@ -131,8 +131,8 @@ def test_generators_of_one_model_and_config_share_it_and_record_where_each_reque
     forget_request_starts()
     config = CARRIED
     assert request_start(model, config) is request_start(model, AdaptiveConfig(start_memory=0.8, start_key=0))
-    assert request_start(model, AdaptiveConfig(start_memory=0.8, start_key=0, screened_head=False)) \
-        is not request_start(model, config)
+    other = AdaptiveConfig(start_memory=0.8, start_key=0, reflow=False)
+    assert request_start(model, other) is not request_start(model, config)
     assert isinstance(request_start(model, config), RequestStart)
     assert isinstance(request_start(model, AdaptiveConfig()), RequestStarts)  # the default: one per opening
     assert request_start(model, AdaptiveConfig(start_memory=0.0)) is None
@@ -147,9 +147,11 @@ def test_generators_of_one_model_and_config_share_it_and_record_where_each_reque
         assert torch.equal(out, want)  # exact, whatever the first draft
         stats.append(gen.last_stats)
         # a replay started from the recorded state (and shape, told the recorded pass times) drafts as the loop did
-        proposer = AdaptiveProposer(config, cost=cost_model(config, gen.proposer.cost.curve, stats[-1].start_shape,
-                                                                   stats[-1].start_evidence or None),
-                                    start=RequestStart(config, stats[-1].start_acceptance or None))
+        proposer = AdaptiveProposer(
+            config,
+            cost=cost_model(config, gen.proposer.cost.curve, stats[-1].start_shape, stats[-1].start_evidence or None),
+            start=RequestStart(config, stats[-1].start_acceptance or None),
+        )
         _, accepted, drafted, _ = replay_one(proposer, out[0].tolist(), ids.shape[1], 24, stats[-1].pass_seconds)
         assert list(zip(drafted, accepted)) == list(stats[-1].draft_trace)
     assert gen.proposer.start is request_start(model, config)

@@ -3,16 +3,14 @@ drafts the copy from right after that token where it would otherwise take a plai
 
 import numpy as np
 import pytest
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from proposers import drive_drafts as run
+from streams import any_stream, edited_repeats
 
 from draftless.lookup.adaptive import AdaptiveConfig, AdaptiveProposer
 from draftless.lookup.cost_model import CostCurve
 from draftless.lookup.resumed_copy import PRIOR, ResumedCopy
-
-from proposers import drive_drafts as run
-from streams import any_stream, edited_repeats
 
 CPU = CostCurve((0, 1, 16, 32, 64), (1.0, 1.05, 2.3, 3.1, 4.8))
 
@@ -58,7 +56,7 @@ def test_text_that_never_repeats_still_falls_to_plain_steps():
     rng = np.random.default_rng(3)
     stream = rng.integers(0, 50, size=400)  # short chance matches everywhere, nothing copied
     passes = run(AdaptiveProposer(AdaptiveConfig(), cost=CPU), stream, 40)
-    tail = passes[len(passes) // 2:]
+    tail = passes[len(passes) // 2 :]
     assert sum(d.size == 0 for _, d in tail) >= 0.8 * len(tail)
 
 

@@ -11,11 +11,10 @@ from collections import Counter
 
 import pytest
 import torch
+from proposers import GreedyDraftProposer, OracleProposer
 
 from draftless.integration import SpeculativeGenerator, generate
 from draftless.lookup import DraftConfig
-
-from proposers import GreedyDraftProposer, OracleProposer
 
 N = 2000
 ALPHA = 1e-3
@@ -28,9 +27,18 @@ def peaky_model(seed=0):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=VOCAB, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64,
-                         bos_token_id=0, eos_token_id=1, pad_token_id=None)
+    config = LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=64,
+        bos_token_id=0,
+        eos_token_id=1,
+        pad_token_id=None,
+    )
     model = LlamaForCausalLM(config).eval()
     with torch.no_grad():
         model.lm_head.weight.mul_(60.0)
@@ -58,8 +66,11 @@ def chi_square_homogeneity(a, b, min_expected=5.0):
             expected = pooled * total / (na + nb)
             stat += (count - expected) ** 2 / expected
     df = max(1, len(cells) - 1)
-    p = float(torch.special.gammaincc(torch.tensor(df / 2.0, dtype=torch.float64),
-                                      torch.tensor(stat / 2.0, dtype=torch.float64)))
+    p = float(
+        torch.special.gammaincc(
+            torch.tensor(df / 2.0, dtype=torch.float64), torch.tensor(stat / 2.0, dtype=torch.float64)
+        )
+    )
     return stat, df, p
 
 
@@ -71,7 +82,7 @@ def draftless_counts(model, settings, seed=1234):
     drafted = accepted = 0
     for _ in range(N):
         out = gen.generate(PROMPT, do_sample=True, max_new_tokens=4, eos_token_id=None, generator=rng, **settings)
-        counts[tuple(out[0, PROMPT.shape[1]:].tolist())] += 1
+        counts[tuple(out[0, PROMPT.shape[1] :].tolist())] += 1
         drafted += gen.last_stats.drafted
         accepted += gen.last_stats.accepted
     return counts, drafted, accepted
@@ -80,7 +91,7 @@ def draftless_counts(model, settings, seed=1234):
 def reference_counts(model, settings, seed=99):
     torch.manual_seed(seed)
     out = model.generate(PROMPT.repeat(N, 1), do_sample=True, max_new_tokens=4, eos_token_id=None, **settings)
-    return Counter(tuple(row) for row in out[:, PROMPT.shape[1]:].tolist())
+    return Counter(tuple(row) for row in out[:, PROMPT.shape[1] :].tolist())
 
 
 SETTINGS = {
@@ -133,13 +144,15 @@ def _argmax_rule(logits, draft, prefix_ids, processors, draws):
 
     k = draft.shape[0]
     for i in range(k):
-        scores = processors(torch.cat([prefix_ids, draft[:i].view(1, -1)], dim=1), logits[i: i + 1].clone())
+        scores = processors(torch.cat([prefix_ids, draft[:i].view(1, -1)], dim=1), logits[i : i + 1].clone())
         if int(scores[0].argmax()) != int(draft[i]):
-            n, tokens, _ = sample_accept(logits[i:], draft[i:i], torch.cat([prefix_ids, draft[:i].view(1, -1)], 1),
-                                         processors, draws)
+            n, tokens, _ = sample_accept(
+                logits[i:], draft[i:i], torch.cat([prefix_ids, draft[:i].view(1, -1)], 1), processors, draws
+            )
             return i, torch.cat([draft[:i], tokens]), None
-    n, tokens, _ = sample_accept(logits[k:], draft[k:k], torch.cat([prefix_ids, draft.view(1, -1)], 1),
-                                 processors, draws)
+    n, tokens, _ = sample_accept(
+        logits[k:], draft[k:k], torch.cat([prefix_ids, draft.view(1, -1)], 1), processors, draws
+    )
     return k, torch.cat([draft, tokens]), None
 
 
@@ -149,7 +162,7 @@ def _no_removal_rule(logits, draft, prefix_ids, processors, draws):
 
     for i in range(draft.shape[0] + 1):
         seq = torch.cat([prefix_ids, draft[:i].view(1, -1)], dim=1)
-        probs = torch.softmax(processors(seq, logits[i: i + 1].clone())[0], dim=-1)
+        probs = torch.softmax(processors(seq, logits[i : i + 1].clone())[0], dim=-1)
         position = prefix_ids.shape[1] + i
         if i < draft.shape[0] and draws.uniform(position) < float(probs[draft[i]]):
             continue
@@ -202,13 +215,13 @@ def test_seed_and_generator_make_runs_repeatable(model):
         run(seed="1")
     with pytest.raises(ValueError, match="seed must lie in"):  # not torch's "Overflow when unpacking long long"
         run(seed=2**70)
-    assert torch.equal(run(seed=2**64 - 1), run(seed=2**64 - 1)) and run(seed=-2**63).shape == first.shape
+    assert torch.equal(run(seed=2**64 - 1), run(seed=2**64 - 1)) and run(seed=-(2**63)).shape == first.shape
 
 
 def test_eos_and_budget_under_sampling(model):
     for seed in range(30):
         out = generate(model, PROMPT, do_sample=True, max_new_tokens=15, eos_token_id=7, seed=seed)
-        new = out[0, PROMPT.shape[1]:].tolist()
+        new = out[0, PROMPT.shape[1] :].tolist()
         assert 1 <= len(new) <= 15
         assert 7 not in new[:-1] and (len(new) == 15 or new[-1] == 7)
 
@@ -231,7 +244,17 @@ def test_streaming_and_stop_criteria_under_sampling(model):
             return torch.full((input_ids.shape[0],), input_ids.shape[1] >= PROMPT.shape[1] + 9, dtype=torch.bool)
 
     streamer = Collect()
-    out = generate(model, PROMPT, do_sample=True, max_new_tokens=30, eos_token_id=None, seed=4, streamer=streamer,
-                   stopping_criteria=StoppingCriteriaList([StopAt()]))
+    out = generate(
+        model,
+        PROMPT,
+        do_sample=True,
+        max_new_tokens=30,
+        eos_token_id=None,
+        seed=4,
+        streamer=streamer,
+        stopping_criteria=StoppingCriteriaList([StopAt()]),
+    )
     assert out.shape[1] == PROMPT.shape[1] + 9
-    assert streamer.chunks[0] == PROMPT[0].tolist() and sum(streamer.chunks[1:], []) == out[0, PROMPT.shape[1]:].tolist()
+    assert (
+        streamer.chunks[0] == PROMPT[0].tolist() and sum(streamer.chunks[1:], []) == out[0, PROMPT.shape[1] :].tolist()
+    )

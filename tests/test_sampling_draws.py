@@ -4,19 +4,21 @@ drafts, the adaptive policy, another cost curve), and the draws themselves are e
 
 import pytest
 import torch
+from proposers import GreedyDraftProposer, OracleProposer, PartlyWrongProposer, WrongProposer
+from test_sampling import PROMPT, VOCAB, peaky_model
+from tiny_models import VOCAB as TINY_VOCAB
+from tiny_models import repetitive_prompt, tiny_model
 
 from draftless.integration import SpeculativeGenerator
 from draftless.integration.acceptance import TokenDraws, draw_token
 from draftless.lookup import AdaptiveConfig, AdaptiveProposer
 from draftless.lookup.cost_model import FLAT
 
-from proposers import GreedyDraftProposer, OracleProposer, PartlyWrongProposer, WrongProposer
-from test_sampling import PROMPT, VOCAB, peaky_model
-from tiny_models import VOCAB as TINY_VOCAB
-from tiny_models import repetitive_prompt, tiny_model
-
-SETTINGS = [{"temperature": 1.0, "top_k": 0}, {"temperature": 0.7, "top_p": 0.9, "top_k": 0},
-            {"top_k": 5, "repetition_penalty": 1.3}]
+SETTINGS = [
+    {"temperature": 1.0, "top_k": 0},
+    {"temperature": 0.7, "top_p": 0.9, "top_k": 0},
+    {"top_k": 5, "repetition_penalty": 1.3},
+]
 
 
 def sampled(model, proposer, prompt, seed, settings, new=40):
@@ -64,7 +66,7 @@ def test_draw_token_is_the_inverse_cdf():
     assert draw_token(probs, 0.0) == 1  # the first token that can be drawn, never a zero before it
     assert draw_token(probs, 0.2499) == 1 and draw_token(probs, 0.25) == 3
     assert draw_token(probs, 0.7499) == 3 and draw_token(probs, 0.75) == 4
-    assert draw_token(probs, 1.0 - 2.0 ** -53) == 4  # never the trailing zero
+    assert draw_token(probs, 1.0 - 2.0**-53) == 4  # never the trailing zero
     grid = [draw_token(probs, (i + 0.5) / 1000) for i in range(1000)]
     assert [grid.count(t) for t in range(6)] == [0, 250, 0, 500, 250, 0]
     unnormalised = probs * 3  # a distribution that sums to 3 draws alike

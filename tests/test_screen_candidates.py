@@ -1,14 +1,14 @@
 """The screen's candidate search (``screen_candidates``) against a plain scan over the bfloat16 values."""
 
+import naive
 import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import naive
-from draftless.integration import screen_candidates
-from draftless.integration.screen_candidates import BLOCK, candidates
+from draftless.integration.fastpass import screen_candidates
+from draftless.integration.fastpass.screen_candidates import BLOCK, candidates
 
 # every bfloat16 bit pattern but NaN (exponent all ones, mantissa not zero): the infinities and both zeros included
 _NOT_NAN = st.integers(-32768, 32767).filter(lambda x: (x & 0x7F80) != 0x7F80 or (x & 0x7F) == 0)
@@ -40,8 +40,16 @@ def test_any_bit_patterns_match_the_plain_scan(data):
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.integers(0, 2**31 - 1), st.integers(1, 5), st.integers(1, 4 * BLOCK + 3), st.floats(-50, 50),
-       st.sampled_from([1e-3, 1.0, 30.0]), st.floats(0, 4), st.integers(1, 64), st.sampled_from([0.0, 0.0079, 0.1]))
+@given(
+    st.integers(0, 2**31 - 1),
+    st.integers(1, 5),
+    st.integers(1, 4 * BLOCK + 3),
+    st.floats(-50, 50),
+    st.sampled_from([1e-3, 1.0, 30.0]),
+    st.floats(0, 4),
+    st.integers(1, 64),
+    st.sampled_from([0.0, 0.0079, 0.1]),
+)
 def test_logit_like_rows_match_the_plain_scan(seed, rows, n, shift, scale, slack, cap, rate):
     # rows like an output layer's: a few high scores above a wide body, the maximum often negative (shift)
     g = torch.Generator().manual_seed(seed)
@@ -50,8 +58,14 @@ def test_logit_like_rows_match_the_plain_scan(seed, rows, n, shift, scale, slack
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(0, 2**31 - 1), st.sampled_from([6, 39, 40, 41, 65]), st.integers(1, 3 * BLOCK + 3),
-       st.sampled_from([-5.0, 0.0, 5.0, 20.0]), st.floats(0, 4), st.sampled_from([1, 3, 64]))
+@given(
+    st.integers(0, 2**31 - 1),
+    st.sampled_from([6, 39, 40, 41, 65]),
+    st.integers(1, 3 * BLOCK + 3),
+    st.sampled_from([-5.0, 0.0, 5.0, 20.0]),
+    st.floats(0, 4),
+    st.sampled_from([1, 3, 64]),
+)
 def test_many_pass_rows_match_the_plain_scan(seed, rows, n, shift, slack, cap):
     # as many rows as a long draft's pass, on both sides of FLAT_COLUMNS; a few rows' maxima far above the rest,
     # so that blocks are skipped whole for some rows and read for others
@@ -79,7 +93,7 @@ def test_a_full_list_reads_the_row_again_under_the_final_threshold():
 
 def test_a_row_that_opens_at_minus_infinity_keeps_its_later_maximum():
     # the maximum so far -inf: its threshold at rate 0 was -inf - 0 * inf, NaN, above every key (found by
-    # Hypothesis in session 46), so the row's real maximum was never kept
+    # Hypothesis ), so the row's real maximum was never kept
     row = torch.tensor([[-float("inf"), 1.0, 5.0, -float("inf"), 4.5]]).bfloat16()
     for rate in (0.0, 0.1):
         listed, counts, best = candidates(row, [1.0], 4, rate)
@@ -88,11 +102,14 @@ def test_a_row_that_opens_at_minus_infinity_keeps_its_later_maximum():
     assert listed[0, : counts[0]].tolist() == [0, 1] and best.tolist() == [0]
 
 
-@pytest.mark.parametrize("bits, rate, want", [
-    ([[-128]], 0.0, [0]),  # a row all -inf: its maximum, so a candidate (the reference once took -inf - 0 * inf)
-    ([[-129]], 0.0161, [0]),  # the most negative finite: its threshold rounds past fp32, to -inf
-    ([[-129, -128]], 0.0161, [0, 1]),
-])
+@pytest.mark.parametrize(
+    "bits, rate, want",
+    [
+        ([[-128]], 0.0, [0]),  # a row all -inf: its maximum, so a candidate (the reference once took -inf - 0 * inf)
+        ([[-129]], 0.0161, [0]),  # the most negative finite: its threshold rounds past fp32, to -inf
+        ([[-129, -128]], 0.0161, [0, 1]),
+    ],
+)
 def test_thresholds_at_or_past_the_end_of_fp32(bits, rate, want):
     _check(_bfloat16(bits), [0.0] * len(bits), 4, rate)
     listed, counts, _ = candidates(_bfloat16(bits), [0.0], 4, rate)
@@ -123,18 +140,21 @@ def test_the_kernels_are_compiled():
     assert screen_candidates.rows_candidates.signatures and screen_candidates.columns_candidates.signatures
 
 
-@pytest.mark.parametrize("scores, slack, cap, error, name", [
-    (torch.ones((1, 3)), [0.0], 1, TypeError, "scores"),
-    (np.ones((1, 3)), [0.0], 1, TypeError, "scores"),
-    (torch.ones(3).bfloat16(), [0.0], 1, ValueError, "scores"),
-    (torch.ones((1, 0)).bfloat16(), [0.0], 1, ValueError, "scores"),
-    (torch.ones((2, 3)).bfloat16(), [0.0], 1, ValueError, "slack"),
-    (torch.ones((1, 3)).bfloat16(), [-1.0], 1, ValueError, "slack"),
-    (torch.ones((1, 3)).bfloat16(), [float("nan")], 1, ValueError, "slack"),
-    (torch.ones((1, 3)).bfloat16(), [0.0], 0, ValueError, "cap"),
-    (torch.ones((1, 3)).bfloat16(), [0.0], True, ValueError, "cap"),
-    (torch.ones((1, 3)).bfloat16(), [0.0], 1, ValueError, "rate"),
-])
+@pytest.mark.parametrize(
+    "scores, slack, cap, error, name",
+    [
+        (torch.ones((1, 3)), [0.0], 1, TypeError, "scores"),
+        (np.ones((1, 3)), [0.0], 1, TypeError, "scores"),
+        (torch.ones(3).bfloat16(), [0.0], 1, ValueError, "scores"),
+        (torch.ones((1, 0)).bfloat16(), [0.0], 1, ValueError, "scores"),
+        (torch.ones((2, 3)).bfloat16(), [0.0], 1, ValueError, "slack"),
+        (torch.ones((1, 3)).bfloat16(), [-1.0], 1, ValueError, "slack"),
+        (torch.ones((1, 3)).bfloat16(), [float("nan")], 1, ValueError, "slack"),
+        (torch.ones((1, 3)).bfloat16(), [0.0], 0, ValueError, "cap"),
+        (torch.ones((1, 3)).bfloat16(), [0.0], True, ValueError, "cap"),
+        (torch.ones((1, 3)).bfloat16(), [0.0], 1, ValueError, "rate"),
+    ],
+)
 def test_bad_input_is_refused_by_name(scores, slack, cap, error, name):
     with pytest.raises(error, match=name):
         candidates(scores, slack, cap, 1.0 if name == "rate" else 0.0)

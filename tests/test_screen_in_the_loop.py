@@ -8,16 +8,16 @@ import weakref
 
 import pytest
 import torch
-
-from draftless.integration import SpeculativeGenerator, calibration, pass_timing, screened_head
-from draftless.integration.screen_product import FORMS, WEIGHT_MAJOR
-from draftless.integration.screened_head import ScreenedHead
-from draftless.lookup import AdaptiveConfig, NullProposer
-from draftless.lookup.cost_model import CostCurve
-
 from proposers import OracleProposer, PartlyWrongProposer, WrongProposer
 from screen_forms import form  # noqa: F401 (a fixture)
 from tiny_models import repetitive_prompt, tiny_model
+
+from draftless.integration import SpeculativeGenerator, calibration, pass_timing, store
+from draftless.integration.fastpass import FastPassOptions, screened_head
+from draftless.integration.fastpass.screen_product import FORMS, WEIGHT_MAJOR
+from draftless.integration.fastpass.screened_head import ScreenedHead
+from draftless.lookup import NullProposer
+from draftless.lookup.cost_model import CostCurve
 
 
 @pytest.fixture
@@ -69,8 +69,14 @@ def test_screened_generation_equals_generate(kind, forced_screen):
     assert sum(s.calls for s in forced_screen) == sum(run.last_stats.passes for run in runs)  # plain steps too
 
 
-@pytest.mark.parametrize("settings", [dict(do_sample=True, top_k=0), dict(repetition_penalty=1.3),
-                                      dict(output_scores=True, return_dict_in_generate=True)])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        dict(do_sample=True, top_k=0),
+        dict(repetition_penalty=1.3),
+        dict(output_scores=True, return_dict_in_generate=True),
+    ],
+)
 def test_not_screened_where_the_logits_matter(settings, forced_screen):
     model = tiny_model("llama")
     ids = repetitive_prompt(30, seed=3)
@@ -81,12 +87,12 @@ def test_not_screened_where_the_logits_matter(settings, forced_screen):
 def test_the_config_turns_it_off(forced_screen):
     model = tiny_model("llama")
     ids = repetitive_prompt(30, seed=3)
-    gen = SpeculativeGenerator(model, config=AdaptiveConfig(screened_head=False))
+    gen = SpeculativeGenerator(model, fast_pass=FastPassOptions(screened_head=False))
     gen.generate(ids, max_new_tokens=24, eos_token_id=None)
     # (the calibration, shared by every config, times screened passes; the loop never screens one)
     assert all(s.calls == 0 for s in forced_screen) and gen.last_stats.passes > 0
     with pytest.raises(TypeError, match="screened_head"):
-        AdaptiveConfig(screened_head="yes")
+        FastPassOptions(screened_head="yes")
 
 
 def test_only_fp32_bias_free_large_output_layers_with_native_bfloat16(monkeypatch):
@@ -123,7 +129,6 @@ def test_the_calibration_times_the_passes_a_greedy_run_screens(monkeypatch):
     assert {rows for rows, screened in timed if not screened} == {1, 4}
 
 
-
 def test_the_kept_bfloat16_copy_goes_with_its_model(monkeypatch):
     monkeypatch.setattr(screened_head, "native_bf16", lambda: True)
     monkeypatch.setattr(screened_head, "onednn_supported", lambda weight: True)  # on any host
@@ -140,7 +145,8 @@ def test_the_kept_bfloat16_copy_goes_with_its_model(monkeypatch):
 
 
 def test_not_screened_where_the_model_changes_the_layers_output_in_place():
-    from draftless.integration.staged_head import returned_as_logits
+    from draftless.integration.fastpass.staged_head import returned_as_logits
+
     output = torch.randn((1, 2, 5))
     seen = (output, output._version)
     assert returned_as_logits(seen, output) == (True, None)
@@ -163,28 +169,34 @@ def test_the_product_form_is_raced_once_and_cached(monkeypatch, cache_dir):
     model = tiny_model("llama")
     low = screened_head.bfloat16_copy(model.lm_head.weight.detach())[0]
     assert screened_head.product_form(model, low) == WEIGHT_MAJOR
-    calibration._MEMO.clear()  # a new process: read from disk, not raced again
+    store.forget_read_files()  # a new process: read from disk, not raced again
     assert screened_head.product_form(model, low) == WEIGHT_MAJOR and raced == [tuple(low.shape)]
     with pytest.raises(ValueError, match="form"):
         ScreenedHead(model.lm_head, form="columns")
 
 
 def test_the_race_chooses_a_form_the_screen_takes():
-    from draftless.integration.screen_product import faster_form
+    from draftless.integration.fastpass.screen_product import faster_form
+
     assert faster_form(torch.randn((300, 32)).bfloat16()) in FORMS
 
 
 def test_the_race_multiplies_the_probes_first_rows_only(monkeypatch):
-    from draftless.integration import screen_product
+    from draftless.integration.fastpass import screen_product
+
     seen = []
-    monkeypatch.setattr(screen_product, "screen_scores", lambda low, rows16, form, onednn=True: seen.append(
-        (low.data_ptr(), tuple(low.shape), form, rows16.shape[0])))
+    monkeypatch.setattr(
+        screen_product,
+        "screen_scores",
+        lambda low, rows16, form, onednn=True: seen.append((low.data_ptr(), tuple(low.shape), form, rows16.shape[0])),
+    )
     low = torch.randn((300, 32)).bfloat16()
     screen_product.faster_form(low, nbytes=100 * 32 * 2)  # 100 rows' bytes
     assert {s[:2] for s in seen} == {(low.data_ptr(), (100, 32))}
     assert sorted(seen, key=lambda s: (s[3], s[2])) == sorted(
         [(low.data_ptr(), (100, 32), f, r) for f in FORMS for r in screen_product.RACE_ROWS] * 3,
-        key=lambda s: (s[3], s[2]))  # both forms at each row count, a warm-up and two rounds
+        key=lambda s: (s[3], s[2]),
+    )  # both forms at each row count, a warm-up and two rounds
     seen.clear()
     screen_product.faster_form(low, nbytes=1 << 20)  # more bytes than the weight holds: all of it
     assert {s[1] for s in seen} == {(300, 32)}
@@ -194,8 +206,11 @@ def test_recalibrating_races_the_form_again_for_a_screen_already_built(monkeypat
     monkeypatch.setattr(screened_head, "native_bf16", lambda: True)
     monkeypatch.setattr(screened_head, "onednn_supported", lambda weight: True)  # on any host
     monkeypatch.setattr(screened_head, "MIN_WEIGHTS", 0)
-    monkeypatch.setattr(calibration, "measure_cost_curve", lambda model, ks, progress=None: CostCurve(
-        tuple(ks), tuple(0.01 + 0.001 * k for k in ks)))  # no passes timed: the form's file is the point
+    monkeypatch.setattr(
+        calibration,
+        "measure_cost_curve",
+        lambda model, ks, progress=None: CostCurve(tuple(ks), tuple(0.01 + 0.001 * k for k in ks)),
+    )  # no passes timed: the form's file is the point
     raced = []
     monkeypatch.setattr(screened_head, "faster_form", lambda low: raced.append(1) or WEIGHT_MAJOR)
     model = tiny_model("llama")

@@ -3,14 +3,13 @@ screen's own choices, bounds and acceptance; where the loop screens, ``test_scre
 
 import pytest
 import torch
-
-from draftless.integration import screened_head
-from draftless.integration.acceptance import accept_choices
-from draftless.integration.screen_product import screen_scores
-from draftless.integration.screened_head import MAX_CANDIDATES, ScreenedHead, error_bound
-from draftless.lookup.occurrence import agreement
-
 from screen_forms import form  # noqa: F401 (a fixture)
+
+from draftless.integration.acceptance import accept_choices
+from draftless.integration.fastpass import screened_head
+from draftless.integration.fastpass.screen_product import screen_scores
+from draftless.integration.fastpass.screened_head import MAX_CANDIDATES, ScreenedHead, error_bound
+from draftless.lookup.occurrence import agreement
 
 
 def linear(weight):
@@ -66,8 +65,9 @@ def test_hesitant_rows_are_scored_by_their_candidates_in_blocks_not_by_the_whole
     screen = ScreenedHead(linear(weight), form=form)
     whole = []
     product = torch.nn.functional.linear
-    monkeypatch.setattr(torch.nn.functional, "linear",
-                        lambda x, w, b=None: whole.append(w is screen.weight) or product(x, w, b))
+    monkeypatch.setattr(
+        torch.nn.functional, "linear", lambda x, w, b=None: whole.append(w is screen.weight) or product(x, w, b)
+    )
     monkeypatch.setattr(screened_head, "CANDIDATE_BLOCK", 64)
     got = screen.argmax(rows)
     assert not any(whole)  # never the fp32 product over every token
@@ -138,10 +138,10 @@ def test_the_error_bound_holds_on_every_logit(scale, form):
     bound = error_bound(rows, screen.norms, 640)  # E0: then u |t_j|, t_j the fp32 sum rounded to the score
     for some in (rows, rows[:1]):  # the weight-major form takes one row by torch.mv
         low = screen_scores(screen.low, some.bfloat16(), form, screen.onednn).double()
-        allowed = bound[: len(some), None] + 2.0 ** -8 * low.abs() / (1 - 2.0 ** -8)
+        allowed = bound[: len(some), None] + 2.0**-8 * low.abs() / (1 - 2.0**-8)
         assert bool(((low - exact[: len(some)]).abs() <= allowed).all())
-    # 3-5 times tighter than session 37's bound, the operands' rounding at its worst: 6u S, doubled
-    old = 2 * 6 * 2.0 ** -8 * (rows.double().abs() @ weight.double().abs().T).amax(dim=1)
+    # 3-5 times tighter than the earlier bound, the operands' rounding at its worst: 6u S, doubled
+    old = 2 * 6 * 2.0**-8 * (rows.double().abs() @ weight.double().abs().T).amax(dim=1)
     assert bool((bound <= old / 3).all())
 
 
@@ -153,7 +153,6 @@ def test_accept_choices_matches_greedy_acceptance():
     assert n == 3 and torch.equal(tokens, choices) and scores is None
     n, tokens, _ = accept_choices(choices[:1], torch.empty(0, dtype=torch.long))
     assert n == 0 and tokens.tolist() == [5]
-
 
 
 def test_a_screened_pass_timed_chooses_from_each_rows_maximum_only(form):

@@ -5,20 +5,23 @@ run's for the same seed."""
 
 import pytest
 import torch
+from proposers import OracleProposer, PartlyWrongProposer, WrongProposer
+from screen_forms import form  # noqa: F401 (a fixture)
+from tiny_models import VOCAB, repetitive_prompt, tiny_model
 from transformers import LogitsProcessorList
 from transformers.generation.logits_process import (
-    MinPLogitsWarper, RepetitionPenaltyLogitsProcessor, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper,
+    MinPLogitsWarper,
+    RepetitionPenaltyLogitsProcessor,
+    TemperatureLogitsWarper,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
 )
 
 from draftless.integration import SpeculativeGenerator
 from draftless.integration.acceptance import TokenDraws, sample_accept
-from draftless.integration.screened_head import ScreenedHead
-from draftless.integration.screened_sampling import MAX_ROW_CANDIDATES, MAX_TOP_K, ScreenedRows, screened_top_k
-from draftless.lookup import AdaptiveConfig
-
-from proposers import OracleProposer, PartlyWrongProposer, WrongProposer
-from screen_forms import form  # noqa: F401 (a fixture)
-from tiny_models import VOCAB, repetitive_prompt, tiny_model
+from draftless.integration.fastpass import FastPassOptions
+from draftless.integration.fastpass.screened_head import ScreenedHead
+from draftless.integration.fastpass.screened_sampling import MAX_ROW_CANDIDATES, MAX_TOP_K, ScreenedRows, screened_top_k
 
 PROCESSORS = {
     "top_k": [TopKLogitsWarper(50)],
@@ -27,19 +30,22 @@ PROCESSORS = {
 }
 
 
-@pytest.mark.parametrize("processors, expected", [
-    ([TopKLogitsWarper(50)], 50),
-    ([TemperatureLogitsWarper(0.7), TopKLogitsWarper(40), TopPLogitsWarper(0.9)], 40),
-    ([TopKLogitsWarper(20), MinPLogitsWarper(0.1)], 20),
-    ([TopKLogitsWarper(MAX_TOP_K)], MAX_TOP_K),
-    ([], None),  # no cut: every token may be drawn
-    ([TopPLogitsWarper(0.9)], None),  # a top-p cut alone needs the whole row's softmax
-    ([TopKLogitsWarper(MAX_TOP_K + 1)], None),
-    ([TopKLogitsWarper(50), TemperatureLogitsWarper(0.7)], None),  # only what the module doc lists, in its order
-    ([RepetitionPenaltyLogitsProcessor(1.3), TopKLogitsWarper(50)], None),  # lifts tokens the cut may keep
-    ([TopKLogitsWarper(50), TopKLogitsWarper(20)], None),
-    ([TopKLogitsWarper(50, filter_value=-1e4)], None),  # cut tokens keep some probability
-])
+@pytest.mark.parametrize(
+    "processors, expected",
+    [
+        ([TopKLogitsWarper(50)], 50),
+        ([TemperatureLogitsWarper(0.7), TopKLogitsWarper(40), TopPLogitsWarper(0.9)], 40),
+        ([TopKLogitsWarper(20), MinPLogitsWarper(0.1)], 20),
+        ([TopKLogitsWarper(MAX_TOP_K)], MAX_TOP_K),
+        ([], None),  # no cut: every token may be drawn
+        ([TopPLogitsWarper(0.9)], None),  # a top-p cut alone needs the whole row's softmax
+        ([TopKLogitsWarper(MAX_TOP_K + 1)], None),
+        ([TopKLogitsWarper(50), TemperatureLogitsWarper(0.7)], None),  # only what the module doc lists, in its order
+        ([RepetitionPenaltyLogitsProcessor(1.3), TopKLogitsWarper(50)], None),  # lifts tokens the cut may keep
+        ([TopKLogitsWarper(50), TopKLogitsWarper(20)], None),
+        ([TopKLogitsWarper(50, filter_value=-1e4)], None),  # cut tokens keep some probability
+    ],
+)
 def test_screened_top_k_serves_only_cuts_it_can_reproduce(processors, expected):
     assert screened_top_k(LogitsProcessorList(processors)) == expected
 
@@ -91,7 +97,7 @@ def test_processed_distribution_and_draws_equal_the_whole_rows(name, form):
     screened = ScreenedRows(head(weight, form), hidden, screened_top_k(processors))
     prefix = torch.tensor([[3, 4, 5]])
     for i in range(hidden.shape[0]):
-        whole = torch.softmax(processors(prefix, logits[i: i + 1].clone())[0], dim=-1)
+        whole = torch.softmax(processors(prefix, logits[i : i + 1].clone())[0], dim=-1)
         scores, ids = screened.row(i)
         part = torch.zeros_like(whole).index_copy_(0, ids, torch.softmax(processors(prefix, scores.clone())[0], -1))
         assert torch.equal(whole > 0, part > 0)
@@ -142,14 +148,15 @@ def sampled_screens(monkeypatch, cache_dir, form):
 
 
 @pytest.mark.parametrize("kind", ["llama", "gemma3", "qwen2", "gpt2"])
-@pytest.mark.parametrize("settings", [{"top_k": 20}, {"temperature": 0.7, "top_k": 30, "top_p": 0.9}],
-                         ids=["top_k", "top_p"])
+@pytest.mark.parametrize(
+    "settings", [{"top_k": 20}, {"temperature": 0.7, "top_k": 30, "top_p": 0.9}], ids=["top_k", "top_p"]
+)
 def test_screened_sampling_draws_the_unscreened_runs_text(kind, settings, sampled_screens):
     model = tiny_model(kind)
     prompt = repetitive_prompt(30, seed=3)
 
-    def sampled(proposer=None, config=None, seed=0):
-        gen = SpeculativeGenerator(model, proposer=proposer, config=config)
+    def sampled(proposer=None, config=None, seed=0, fast_pass=True):
+        gen = SpeculativeGenerator(model, proposer=proposer, config=config, fast_pass=fast_pass)
         out = gen.generate(prompt, do_sample=True, max_new_tokens=40, eos_token_id=None, seed=seed, **settings)
         return out[0].tolist(), gen.last_stats
 
@@ -158,11 +165,14 @@ def test_screened_sampling_draws_the_unscreened_runs_text(kind, settings, sample
 
     for seed in (0, 1):
         before = screened_passes()
-        reference, _ = sampled(config=AdaptiveConfig(screened_head=False), seed=seed)
+        reference, _ = sampled(fast_pass=FastPassOptions(screened_head=False), seed=seed)
         assert screened_passes() == before  # the screen turned off
-        runs = {"adaptive": None, "all accepted": OracleProposer(reference, length=9),
-                "all rejected": WrongProposer(reference, VOCAB, length=5),
-                "partly rejected": PartlyWrongProposer(reference, VOCAB, length=6)}
+        runs = {
+            "adaptive": None,
+            "all accepted": OracleProposer(reference, length=9),
+            "all rejected": WrongProposer(reference, VOCAB, length=5),
+            "partly rejected": PartlyWrongProposer(reference, VOCAB, length=6),
+        }
         for name, proposer in runs.items():
             before = screened_passes()
             tokens, stats = sampled(proposer, seed=seed)
@@ -174,17 +184,25 @@ def test_screened_sampling_draws_the_unscreened_runs_text(kind, settings, sample
                 assert stats.drafted > 0 and stats.accepted == 0
 
 
-@pytest.mark.parametrize("settings", [{"top_k": 0}, {"top_k": 20, "repetition_penalty": 1.3},
-                                      {"top_k": 20, "output_scores": True, "return_dict_in_generate": True}])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"top_k": 0},
+        {"top_k": 20, "repetition_penalty": 1.3},
+        {"top_k": 20, "output_scores": True, "return_dict_in_generate": True},
+    ],
+)
 def test_sampled_runs_the_screen_cannot_serve_take_the_whole_layer(settings, sampled_screens):
     model = tiny_model("llama")
-    SpeculativeGenerator(model).generate(repetitive_prompt(30, seed=3), do_sample=True, max_new_tokens=24,
-                                         eos_token_id=None, seed=0, **settings)
+    SpeculativeGenerator(model).generate(
+        repetitive_prompt(30, seed=3), do_sample=True, max_new_tokens=24, eos_token_id=None, seed=0, **settings
+    )
     assert sum(getattr(s, "sampled_passes", 0) for s in sampled_screens) == 0
 
 
-@pytest.mark.parametrize("settings", [{"top_k": 3}, {"temperature": 1.3, "top_k": 6, "top_p": 0.8}],
-                         ids=["top_k_3", "top_k_6_top_p"])
+@pytest.mark.parametrize(
+    "settings", [{"top_k": 3}, {"temperature": 1.3, "top_k": 6, "top_p": 0.8}], ids=["top_k_3", "top_k_6_top_p"]
+)
 def test_screened_sampling_keeps_the_distribution_of_generate(settings, monkeypatch, cache_dir):
     """``test_sampling``'s homogeneity test (N runs against N sequences of ``model.generate``) with every pass
     screened, in the rows-major form (``test_processed_distribution_and_draws_equal_the_whole_rows`` takes both)."""

@@ -67,8 +67,13 @@ def test_head_products_and_what_a_staged_pass_costs():
     second = max(CURVE.head_at(24), 3.2 - CURVE.head_at(7) + CURVE.head_at(0))
     assert CURVE.staged_at(32, (8, 25)) == pytest.approx(5.0 - 3.2 + CURVE.head_at(7) + second)
     assert CURVE.staged_at(32, (8, 25)) > CURVE.at(32)
-    for bad, error in (((), ValueError), ((0,), ValueError), ((20, 20), ValueError), ("8", TypeError),
-                       ((2.0,), ValueError)):
+    for bad, error in (
+        ((), ValueError),
+        ((0,), ValueError),
+        ((20, 20), ValueError),
+        ("8", TypeError),
+        ((2.0,), ValueError),
+    ):
         with pytest.raises(error, match="head_rows"):
             check_head_rows(bad, 32)
 
@@ -82,8 +87,12 @@ def test_a_staged_pass_teaches_the_curve_as_the_whole_pass_would():
 
 
 def test_the_output_layer_times_are_validated_and_scaled_with_the_curve():
-    for head, error in (((0.5, 0.6), ValueError), ((0.5, 2.5, 2.3, 3.2, 5.0), ValueError),
-                        ((0.5, 1.6, 2.3, 3.2, "5"), TypeError), ((0.0, 1.6, 2.3, 3.2, 5.0), ValueError)):
+    for head, error in (
+        ((0.5, 0.6), ValueError),
+        ((0.5, 2.5, 2.3, 3.2, 5.0), ValueError),
+        ((0.5, 1.6, 2.3, 3.2, "5"), TypeError),
+        ((0.0, 1.6, 2.3, 3.2, 5.0), ValueError),
+    ):
         with pytest.raises(error, match="head"):
             CostCurve(CURVE.ks, CURVE.seconds, head)
     with pytest.raises(ValueError, match="head"):
@@ -96,7 +105,7 @@ def test_the_proposer_asks_for_stages_on_a_doubtful_draft_only():
     text = np.array(list(range(5, 21)) * 3 + [5, 6], dtype=np.int64)  # a copy to continue
     drafts = {}
     for rate, staged_head in ((0.9, True), (0.9, False), (0.999, True)):  # off by default (by replay)
-        proposer = AdaptiveProposer(AdaptiveConfig(prior=(rate,) * 12, staged_head=staged_head), cost=CURVE)
+        proposer = AdaptiveProposer(AdaptiveConfig(prior=(rate,) * 12), cost=CURVE, staged_head=staged_head)
         proposer.reset(text)
         drafts[rate, staged_head] = proposer.propose(64).size, proposer.first_rows
     size, first_rows = drafts[0.9, True]  # one token in ten fails: the first stage checks the likely part

@@ -6,14 +6,13 @@ layer's products before returning them is never staged; the calibration keeps th
 import numpy as np
 import pytest
 import torch
+from proposers import OracleProposer, PartlyWrongProposer, WrongProposer
+from tiny_models import VOCAB, repetitive_prompt, tiny_model
 from transformers import Gemma2Config, Gemma2ForCausalLM
 
 from draftless.integration import SpeculativeGenerator, calibration
-from draftless.integration.staged_head import HeadClock, StagedHead
-from draftless.lookup import AdaptiveConfig
-
-from proposers import OracleProposer, PartlyWrongProposer, WrongProposer
-from tiny_models import VOCAB, repetitive_prompt, tiny_model
+from draftless.integration.fastpass import FastPassOptions
+from draftless.integration.fastpass.staged_head import HeadClock, StagedHead
 
 KINDS = ["llama", "gemma3", "qwen2", "gpt2"]
 
@@ -85,8 +84,9 @@ def test_all_accepted_runs_both_stages_and_all_rejected_only_the_first():
 def test_eos_inside_a_staged_draft_and_the_scores_and_logits_returned():
     model = tiny_model("gemma3")
     ids = repetitive_prompt(12, seed=5)
-    kwargs = dict(do_sample=False, max_new_tokens=30, return_dict_in_generate=True, output_scores=True,
-                  output_logits=True)
+    kwargs = dict(
+        do_sample=False, max_new_tokens=30, return_dict_in_generate=True, output_scores=True, output_logits=True
+    )
     free = model.generate(ids, **kwargs, eos_token_id=None)
     eos = int(free.sequences[0, ids.shape[1] + 17])  # a token the output reaches mid-way, as its EOS
     ref = model.generate(ids, **kwargs, eos_token_id=eos)
@@ -112,9 +112,20 @@ def test_sampling_in_stages_draws_the_unstaged_text_for_the_seed():
 
 def softcapped_model():
     torch.manual_seed(0)
-    config = Gemma2Config(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                          num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=512,
-                          final_logit_softcapping=5.0, bos_token_id=0, eos_token_id=1, pad_token_id=None)
+    config = Gemma2Config(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        max_position_embeddings=512,
+        final_logit_softcapping=5.0,
+        bos_token_id=0,
+        eos_token_id=1,
+        pad_token_id=None,
+    )
     model = Gemma2ForCausalLM(config).eval()
     model.generation_config.pad_token_id = None
     return model
@@ -171,14 +182,14 @@ def test_first_rows_past_the_draft_as_verified_mean_one_product():
 
 @pytest.mark.parametrize("staged_head", [False, True])
 def test_the_adaptive_policy_stages_where_configured_and_stays_exact(staged_head, monkeypatch):
-    from draftless.integration import speculative
+    import draftless.integration.fastpass as fastpass_package
 
     hooked = []  # generations that hooked the output layer: only those whose proposer may stage
-    monkeypatch.setattr(speculative, "StagedHead", lambda model: hooked.append(model) or StagedHead(model))
+    monkeypatch.setattr(fastpass_package, "StagedHead", lambda model: hooked.append(model) or StagedHead(model))
     model = tiny_model("gemma3")
     ids = repetitive_prompt(40, seed=4)
     ref = model.generate(ids, do_sample=False, max_new_tokens=48, eos_token_id=None)
-    gen = SpeculativeGenerator(model, config=AdaptiveConfig(staged_head=staged_head))
+    gen = SpeculativeGenerator(model, fast_pass=FastPassOptions(staged_head=staged_head))
     assert gen.proposer.cost.curve.head  # the calibration timed the output layer within each pass
     assert gen.proposer.cost.staged_head == staged_head
     out = gen.generate(ids, max_new_tokens=48, eos_token_id=None)

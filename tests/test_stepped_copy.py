@@ -2,6 +2,7 @@
 kernels against the whole-number reference in ``naive`` on random and numbered streams, hand-made edges, the
 checked wrapper's refusals, and the adaptive proposer drafting a log's next line with its numbers stepped."""
 
+import naive
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -12,8 +13,6 @@ from draftless.lookup import AdaptiveConfig, AdaptiveProposer
 from draftless.lookup.acceptance_model import STEPPED
 from draftless.lookup.cost_model import CostCurve
 from draftless.lookup.stepped_copy import SteppedCopy
-
-import naive
 
 TOP = 262_143  # digits' ids near the top of a 262k vocabulary, as Gemma 3's are
 IDS = list(range(TOP - 9, TOP + 1))  # IDS[d]: digit d
@@ -91,7 +90,7 @@ def test_the_next_log_line_is_drafted_with_its_numbers_stepped():
     stream = log(3)
     p = DIGITS.period(stream)
     assert p == len(log(1))
-    assert DIGITS.continuation(stream, p, 2 * p).tolist() == log(5)[len(stream):]  # lines 4 and 5 whole
+    assert DIGITS.continuation(stream, p, 2 * p).tolist() == log(5)[len(stream) :]  # lines 4 and 5 whole
     # the third line is what the copy would have written, and so is the second's last word (a word reads one
     # period back only; the numbers two)
     assert DIGITS.agreement(stream, p, 64) == p + 1
@@ -102,14 +101,17 @@ def lines(values, width=1):
     return [t for v in values for t in [WORDS[0]] + number(v, width) + [WORDS[1]]]
 
 
-@pytest.mark.parametrize("values, width, expected, why", [
-    ((8, 9), 1, [WORDS[0]], "9 -> 10 needs a digit more than B has: no guess"),
-    ((8, 9), 2, [WORDS[0]] + number(10) + [WORDS[1]], "08, 09 -> 10: B's two digits suffice"),
-    ((5, 2), 1, [WORDS[0]] + number(2) + [WORDS[1]], "5, 2 -> -1: below 0, so B's 2 again"),
-    ((7, 7), 1, [WORDS[0]] + number(7) + [WORDS[1]], "a number that stayed stays"),
-    ((9, 7), 1, [WORDS[0]] + number(5) + [WORDS[1]], "it steps down as well as up"),
-    ((1, 3), 3, [WORDS[0]] + number(5, 3) + [WORDS[1]], "001, 003 -> 005, zero-padded"),
-])
+@pytest.mark.parametrize(
+    "values, width, expected, why",
+    [
+        ((8, 9), 1, [WORDS[0]], "9 -> 10 needs a digit more than B has: no guess"),
+        ((8, 9), 2, [WORDS[0]] + number(10) + [WORDS[1]], "08, 09 -> 10: B's two digits suffice"),
+        ((5, 2), 1, [WORDS[0]] + number(2) + [WORDS[1]], "5, 2 -> -1: below 0, so B's 2 again"),
+        ((7, 7), 1, [WORDS[0]] + number(7) + [WORDS[1]], "a number that stayed stays"),
+        ((9, 7), 1, [WORDS[0]] + number(5) + [WORDS[1]], "it steps down as well as up"),
+        ((1, 3), 3, [WORDS[0]] + number(5, 3) + [WORDS[1]], "001, 003 -> 005, zero-padded"),
+    ],
+)
 def test_hand_made_edges(values, width, expected, why):
     stream = lines(values, width)
     assert DIGITS.period(stream, 2) == width + 2
@@ -145,10 +147,18 @@ def test_a_suffix_index_is_read_as_its_stream():
     assert DIGITS.continuation(index, len(log(1)), 9).tolist() == DIGITS.continuation(log(3), len(log(1)), 9).tolist()
 
 
-@pytest.mark.parametrize("ids, error", [
-    (range(9), ValueError), ([1] * 10, ValueError), ([-1] + list(range(9)), ValueError), ("0123456789", TypeError),
-    (5, TypeError), ([True] * 10, TypeError), ([0.5] * 10, TypeError),
-])
+@pytest.mark.parametrize(
+    "ids, error",
+    [
+        (range(9), ValueError),
+        ([1] * 10, ValueError),
+        ([-1] + list(range(9)), ValueError),
+        ("0123456789", TypeError),
+        (5, TypeError),
+        ([True] * 10, TypeError),
+        ([0.5] * 10, TypeError),
+    ],
+)
 def test_digit_tokens_are_checked(ids, error):
     with pytest.raises(error, match="ids"):
         DigitTokens(ids)
@@ -178,10 +188,10 @@ def test_the_policy_drafts_the_next_line_stepped_and_learns_its_cell():
         proposer.reset(np.array(stream[: len(log(3))], dtype=np.int64))
     line = len(log(1))
     draft = stepped.propose(64)
-    assert draft.tolist()[:line] == log(4)[len(log(3)):]  # the fourth line, numbers stepped
-    assert plain.propose(64).tolist()[:line] != log(4)[len(log(3)):]  # the exact index copies the third as it was
+    assert draft.tolist()[:line] == log(4)[len(log(3)) :]  # the fourth line, numbers stepped
+    assert plain.propose(64).tolist()[:line] != log(4)[len(log(3)) :]  # the exact index copies the third as it was
     accepted = min(draft.size, 2 * line)
-    stepped.update(np.array(stream[len(log(3)): len(log(3)) + accepted + 1], dtype=np.int64))
+    stepped.update(np.array(stream[len(log(3)) : len(log(3)) + accepted + 1], dtype=np.int64))
     assert stepped.acceptance.hits[1, STEPPED].sum() > 0  # its own cell learned the outcome
     off = AdaptiveProposer(AdaptiveConfig(stepped_copy=False), cost=CHEAP, digit_tokens=IDS)
     assert off.stepped is None
@@ -207,8 +217,9 @@ def test_a_tokenizer_that_merges_digits_gives_none():
     from draftless.integration.token_text import digit_tokens
 
     bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(["batch 12 in 34ms, 2024 and 8010 " * 20], vocab_size=300, min_frequency=1,
-                            show_progress=False)
+    bpe.train_from_iterator(
+        ["batch 12 in 34ms, 2024 and 8010 " * 20], vocab_size=300, min_frequency=1, show_progress=False
+    )
     tok = PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer)
     assert tok.convert_ids_to_tokens(tok.encode("12")) != ["1", "2"]  # "12" is one token here
     assert digit_tokens(tok) is None
@@ -216,9 +227,9 @@ def test_a_tokenizer_that_merges_digits_gives_none():
 
 def test_a_generator_drafts_stepped_copies_exactly():
     import torch
+    from tiny_models import tiny_model, tiny_tokenizer
 
     from draftless.integration import SpeculativeGenerator
-    from tiny_models import tiny_model, tiny_tokenizer
 
     tok = tiny_tokenizer()
     model = tiny_model("llama", vocab=len(tok))

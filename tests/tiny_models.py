@@ -2,9 +2,24 @@
 
 import torch
 from transformers import (
-    Gemma3ForCausalLM, Gemma3TextConfig, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, MambaConfig,
-    MambaForCausalLM, MistralConfig, MistralForCausalLM, MptConfig, MptForCausalLM, Qwen2Config, Qwen2ForCausalLM,
-    Qwen3Config, Qwen3ForCausalLM, RecurrentGemmaConfig, RecurrentGemmaForCausalLM,
+    Gemma3ForCausalLM,
+    Gemma3TextConfig,
+    GPT2Config,
+    GPT2LMHeadModel,
+    LlamaConfig,
+    LlamaForCausalLM,
+    MambaConfig,
+    MambaForCausalLM,
+    MistralConfig,
+    MistralForCausalLM,
+    MptConfig,
+    MptForCausalLM,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+    Qwen3Config,
+    Qwen3ForCausalLM,
+    RecurrentGemmaConfig,
+    RecurrentGemmaForCausalLM,
 )
 
 VOCAB = 96
@@ -18,30 +33,67 @@ def tiny_model(kind, seed=0, vocab=VOCAB):
     torch.manual_seed(seed)
     common = dict(vocab_size=vocab, bos_token_id=0, eos_token_id=1, pad_token_id=None)
     if kind == "llama":
-        config = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                             num_key_value_heads=2, max_position_embeddings=512, **common)
+        config = LlamaConfig(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=512,
+            **common,
+        )
         model = LlamaForCausalLM(config)
     elif kind == "gemma3":
-        config = Gemma3TextConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=3, num_attention_heads=4,
-                                  num_key_value_heads=2, head_dim=8, max_position_embeddings=512,
-                                  sliding_window=SLIDING_WINDOW,
-                                  layer_types=["sliding_attention", "full_attention", "sliding_attention"],
-                                  **common)
+        config = Gemma3TextConfig(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=3,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=8,
+            max_position_embeddings=512,
+            sliding_window=SLIDING_WINDOW,
+            layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+            **common,
+        )
         model = Gemma3ForCausalLM(config)
     elif kind == "qwen2":
-        config = Qwen2Config(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                             num_key_value_heads=2, max_position_embeddings=512, **common)
+        config = Qwen2Config(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=512,
+            **common,
+        )
         model = Qwen2ForCausalLM(config)
     elif kind == "mistral":
-        config = MistralConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                               num_key_value_heads=2, max_position_embeddings=512, sliding_window=SLIDING_WINDOW,
-                               **common)
+        config = MistralConfig(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=512,
+            sliding_window=SLIDING_WINDOW,
+            **common,
+        )
         model = MistralForCausalLM(config)
     elif kind == "qwen3":  # biases on no projection, norms over each query and key head; one sliding layer
-        config = Qwen3Config(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                             num_key_value_heads=2, head_dim=8, max_position_embeddings=512, use_sliding_window=True,
-                             sliding_window=SLIDING_WINDOW, layer_types=["sliding_attention", "full_attention"],
-                             **common)
+        config = Qwen3Config(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=8,
+            max_position_embeddings=512,
+            use_sliding_window=True,
+            sliding_window=SLIDING_WINDOW,
+            layer_types=["sliding_attention", "full_attention"],
+            **common,
+        )
         model = Qwen3ForCausalLM(config)
     elif kind == "gpt2":
         config = GPT2Config(n_embd=32, n_layer=2, n_head=4, n_positions=512, **common)
@@ -51,9 +103,19 @@ def tiny_model(kind, seed=0, vocab=VOCAB):
     elif kind == "mamba":  # a recurrent state, which no rejected draft can be cropped out of
         model = MambaForCausalLM(MambaConfig(hidden_size=32, num_hidden_layers=2, state_size=4, **common))
     elif kind == "recurrent_gemma":
-        model = RecurrentGemmaForCausalLM(RecurrentGemmaConfig(
-            hidden_size=32, intermediate_size=64, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
-            head_dim=8, lru_width=32, attention_window_size=8, **common))
+        model = RecurrentGemmaForCausalLM(
+            RecurrentGemmaConfig(
+                hidden_size=32,
+                intermediate_size=64,
+                num_hidden_layers=3,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                head_dim=8,
+                lru_width=32,
+                attention_window_size=8,
+                **common,
+            )
+        )
     else:
         raise ValueError(kind)
     model.generation_config.pad_token_id = None
@@ -73,8 +135,11 @@ def tiny_tokenizer(vocab=320):
     from tokenizers import ByteLevelBPETokenizer
     from transformers import PreTrainedTokenizerFast
 
-    texts = ["the quick brown fox jumps over the lazy dog. " * 3, "def add(x, y):\n    return x + y\n" * 3,
-             "Hello world! The end. Stop here; then go on and on and on."]
+    texts = [
+        "the quick brown fox jumps over the lazy dog. " * 3,
+        "def add(x, y):\n    return x + y\n" * 3,
+        "Hello world! The end. Stop here; then go on and on and on.",
+    ]
     bpe = ByteLevelBPETokenizer()
     bpe.train_from_iterator(texts, vocab_size=vocab, min_frequency=1, show_progress=False)
     return PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer)
