@@ -14,27 +14,34 @@ from draftless.lookup.cost_model import CostCurve
 logger = logging.getLogger(__name__)
 
 # AdaptiveConfig fields added after some runs were recorded, with the value that reproduces the policy those runs
-# used: before the copy regime (copy_share 0: always copying) every draft was judged as a copy
-# and before the periodic continuation a draft stopped at the end of the stream; before ``earliest_in_prompt``
-# the "frequent" rule's occurrence stood wherever it lay; before the resumed copy  a plain step was one;
-# before keyed openings  a carried start served every request alike (start_key 0), and before knots
-# followed the longest timed one  the shape was read as learned; earlier a re-flowed copy was
-# never drafted from a stream that ended in whitespace
+# used: before the copy regime (copy_share 0: always copying) every draft was judged as a copy; before
+# ``earliest_in_prompt`` the "frequent" rule's occurrence stood wherever it lay; before knots followed the longest
+# timed one the shape was read as learned
 LEGACY_FIELDS = {
     "copy_share": 0.0,
-    "periodic": False,
     "earliest_in_prompt": 0,
     "reflow": False,
     "shape_rate": 0.0,
     "first_level": False,
     "shape_at_knots": False,
     "start_memory": 0.0,
-    "start_key": 0,
     "follow_timed": False,
-    "resume_horizon": 0,
     "stepped_copy": False,
-    "reflow_after_space": False,
 }
+# fields a run may have recorded that the policy no longer has: the fast pass's switches, and knobs removed since
+# (a run recorded with them replays as the current policy would have drafted its outputs, not exactly as it ran)
+RETIRED_FIELDS = (
+    "kind",
+    "screened_head",
+    "staged_head",
+    "periodic",
+    "occurrence_memory",
+    "occurrence_margin",
+    "reflow_after_space",
+    "start_key",
+    "resume_horizon",
+    "copy_length",
+)
 
 
 def _read_model_tokenizer(model, what, drafts):
@@ -75,9 +82,11 @@ def run_text_classes(run):
 
 def recorded_config(run):
     """The ``AdaptiveConfig`` that a run recorded by ``benchmarks.run`` drafted with."""
-    # the fast pass's switches were recorded with the policy's knobs once: they change no draft of a greedy replay
-    moved = ("kind", "screened_head", "staged_head")
-    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in run["draftless_config"].items() if k not in moved}
+    fields = {
+        k: tuple(v) if isinstance(v, list) else v for k, v in run["draftless_config"].items() if k not in RETIRED_FIELDS
+    }
+    if fields.get("occurrence") == "learned":  # a retired rule: the rule it started from
+        fields["occurrence"] = "frequent"
     return AdaptiveConfig(**{**{k: v for k, v in LEGACY_FIELDS.items() if k not in fields}, **fields})
 
 

@@ -53,19 +53,14 @@ PRIOR_NAMES = {
 # steps. A stand-in, not a measurement (a GPU pass for a model this small is flatter still).
 NEAR_FLAT = CostCurve((0, 1, 2, 4, 8, 16, 32, 64), (1.0, 1.02, 1.03, 1.04, 1.06, 1.1, 1.2, 1.4))
 ADAPTIVE_KNOBS = {
-    "occurrence": ("frequent", "recent", "first", "learned"),
+    "occurrence": ("frequent", "recent", "first"),
     "min_match": (1, 2, 3),
     "max_draft": (16, 32, 64, 128),
     "prior_strength": (1.0, 2.0, 8.0),
     "forgetting": (0.9, 0.95, 0.98, 1.0),
     "prior": tuple(PRIOR_NAMES),
-    "copy_length": (4, 5, 6, 7, 8, 12),
     "copy_share": (0.0, 0.3, 0.4, 0.5, 1.0),
     "copy_memory": (0.95, 0.98, 1.0),
-    "occurrence_memory": (0.6, 0.7, 0.8, 0.9),
-    "occurrence_margin": (0.0, 0.5, 1.0, 2.0),
-    "periodic": (False, True),
-    "resume_horizon": (0, 4, 16, 64),
     "stepped_copy": (False, True),
 }
 
@@ -253,6 +248,25 @@ def replay(outputs, configs, cost=CPU_SMALL_MODEL, told=None):
                 }
             )
     return rows
+
+
+def suite_speedups(path, configs):
+    """``{config name: {suite: modelled speedup}}`` for the run recorded at ``path``, replayed under its own cost
+    curve with each of ``configs`` (``{name: AdaptiveConfig}``), the draft lengths its device did not verify
+    exactly left out."""
+    data = json.loads(Path(path).read_text())
+    cost = recorded_cost(data)
+    kw = {
+        "cost": cost,
+        "excluded": tuple(data.get("inexact_drafts", ())),
+        "text_classes": run_text_classes(data),
+        "digit_tokens": run_digit_tokens(data),
+    }
+    factories = {name: AdaptiveFactory(cfg, **kw) for name, cfg in configs.items()}
+    out = {}
+    for row in replay(data["outputs"], factories, cost):
+        out.setdefault(row["config"], {})[row["suite"]] = row["est_speedup"]
+    return out
 
 
 def markdown(rows):

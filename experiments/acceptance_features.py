@@ -33,7 +33,7 @@ import numpy as np
 from draftless.index import SuffixIndex
 from draftless.lookup.acceptance_model import LENGTH_EDGES, bucket
 from draftless.lookup.adaptive import AdaptiveConfig
-from draftless.lookup.copy_regime import CopyRegime
+from draftless.lookup.copy_regime import COPY_LENGTH, CopyRegime
 
 # the acceptance model's first five length buckets (1, 2, 3, 4-5, 6-7 tokens), then every longer match pooled
 LENGTH_GROUPS = tuple(str(a) if b == a + 1 else f"{a}-{b - 1}" for a, b in zip(LENGTH_EDGES[:5], LENGTH_EDGES[1:6])) + (
@@ -56,7 +56,7 @@ def observations(tokens, prompt_len):
         return []
     index = SuffixIndex(tokens[:start])
     config = AdaptiveConfig()
-    regime = CopyRegime(config.copy_length, config.copy_share, config.copy_memory)  # told one token at a time
+    regime = CopyRegime(config.copy_share, config.copy_memory)  # told one token at a time
     rows = []
     for pos in range(start, tokens.size):
         match = index.longest_match()
@@ -80,7 +80,7 @@ def observations(tokens, prompt_len):
     return rows
 
 
-def copied_share(tokens, prompt_len, copy_length=AdaptiveConfig().copy_length):
+def copied_share(tokens, prompt_len, copy_length=COPY_LENGTH):
     """The fraction of generated tokens (after the prefill's) that end a match of ``copy_length`` or more
     tokens with earlier text: how much of one output is copied."""
     tokens = np.asarray(tokens, dtype=np.int64)
@@ -180,8 +180,7 @@ def markdown(name, result):
             lines.append(f"| {group} | " + " | ".join(row) + " |")
         lines.append("")
     lines += [
-        "Copied share per request (generated tokens that end a match of "
-        f"{AdaptiveConfig().copy_length}+ tokens), by suite:",
+        f"Copied share per request (generated tokens that end a match of {COPY_LENGTH}+ tokens), by suite:",
         "",
         "| suite | requests | mean | min | max |",
         "|---|---|---|---|---|",

@@ -3,7 +3,7 @@ value (the other knobs at their defaults) and report, against the first value, t
 modelled speedup over every suite column of every run, the worst and best columns, the same per model and suite,
 and each run's overall column.
 
-    python -m experiments.knob_evidence RUN.json ... --knob periodic --values false,true
+    python -m experiments.knob_evidence RUN.json ... --knob reflow --values false,true
 
 Each run is replayed under its own calibrated cost curve, with the draft lengths its device did not verify
 exactly left out, as ``benchmarks.replay`` does. Knobs that hold a tuple (``prior``) are not supported here.
@@ -17,9 +17,8 @@ import numpy as np
 from tqdm import tqdm
 
 from benchmarks.methods import knob_value
+from benchmarks.replay import suite_speedups
 from draftless.lookup import AdaptiveConfig
-
-from .occurrence_evidence import columns
 
 
 def parse_values(knob, text):
@@ -52,7 +51,7 @@ def main(argv=None):
     gains = {v: [] for v in values[1:]}
     overall = []
     for path in tqdm(args.runs, desc="runs", file=sys.stderr):
-        result = columns(path, configs)
+        result = suite_speedups(path, configs)
         for v in values[1:]:
             for suite, speedup in result[v].items():
                 if suite != "all":

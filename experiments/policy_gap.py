@@ -7,7 +7,7 @@ Replays the outputs of a run recorded by ``benchmarks.run`` through the library'
 ``benchmarks.replay`` does, under the run's cost curve) and reports per suite:
 
 - **Calibration**: per kind of draft (the output copying or writing, the match shorter than ``copy_length`` or not,
-  a draft of up to 8 tokens or longer; the resumed copy after a broken one, ``resumed_copy``, apart; with
+  a draft of up to 8 tokens or longer; with
   ``--by-origin`` also where the occurrence lies, ``acceptance_model.ORIGINS``), how many drafts the policy made,
   the accepted tokens its acceptance model expected at the length it chose (a request's first drafts: the model of
   how requests start they were chosen under, carried from record to record as ``replay`` carries it), and the
@@ -32,6 +32,7 @@ from benchmarks.recorded_run import run_digit_tokens, run_text_classes
 from benchmarks.replay import AdaptiveFactory, parse_run_arguments, replay, replay_one
 from draftless.lookup.acceptance_model import ORIGINS
 from draftless.lookup.adaptive import AdaptiveConfig, AdaptiveProposer
+from draftless.lookup.copy_regime import COPY_LENGTH
 from draftless.lookup.occurrence import agreement, periodic_continuation
 from draftless.lookup.request_start import carried_starts
 
@@ -60,18 +61,12 @@ class CalibrationProbe(AdaptiveProposer):
     def propose(self, max_tokens):
         draft = super().propose(max_tokens)
         self._expected = None
-        if self._pending is not None and self._resuming:  # the resumed copy, under its own acceptance model
-            kind = ("resumed", "after a broken copy", "k <= 8" if draft.size <= 8 else "k > 8")
-            kind = (ORIGINS[self._pending[1]],) + kind if self.by_origin else kind
-            self._expected = (kind, float(self.resumed.expected(draft.size)[draft.size]))
-        elif self._pending is not None:
+        if self._pending is not None:
             length, origin, copying, _ = self._pending
             model = self.request_start if self._starting else self.acceptance  # the model it was chosen under
             expected = model.expected(length, origin, draft.size, copying)[draft.size]
             self._expected = (
-                draft_kind(
-                    copying, length, draft.size, self.config.copy_length, ORIGINS[origin] if self.by_origin else None
-                ),
+                draft_kind(copying, length, draft.size, COPY_LENGTH, ORIGINS[origin] if self.by_origin else None),
                 float(expected),
             )
         return draft
@@ -107,7 +102,7 @@ class HindsightStart(AdaptiveProposer):
         if self.passes > self.first or match.length < self.config.min_match or k_cap <= 0:
             return draft
         end = self.source_end(match)  # the occurrence the policy drafted from
-        longest = periodic_continuation(self.index, end, k_cap, self.config.periodic)
+        longest = periodic_continuation(self.index, end, k_cap)
         pos = len(self.index)
         right = agreement(longest, self.truth[pos : pos + longest.size])
         ks = np.arange(right + 1)
@@ -116,7 +111,6 @@ class HindsightStart(AdaptiveProposer):
         k = int(np.argmax(value))
         self.chosen[-1] = (pos, k)
         self._pending = (match.length, end < self.prompt_len, self.regime.copying, longest[:k]) if k else None
-        self._copied_after, self._resuming = (end if k else None), False  # the copy after ``end``, not a resumed one
         return longest[:k]
 
 

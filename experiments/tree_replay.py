@@ -29,10 +29,11 @@ import numpy as np
 from benchmarks.recorded_run import run_digit_tokens, run_text_classes
 from benchmarks.replay import parse_run_arguments
 from draftless.lookup.adaptive import AdaptiveConfig, AdaptiveProposer
-from draftless.lookup.occurrence import agreement, rule_ends
+from draftless.lookup.occurrence import agreement
 
 SHAPES = ((0, 0), (1, 4), (3, 4), (3, 8), (7, 4), (7, 8), (15, 4))  # (count, length) of the extra branches
 SHORTER = 3  # shorter matched suffixes whose occurrences supply branches
+SHORT = 5  # the earliest occurrence of the match's last this many tokens supplies a branch (vLLM's n-gram rule)
 
 
 def _prefixes(branch):
@@ -52,7 +53,8 @@ def candidate_ends(index):
         return []
     top = index.continuations(limit=16)
     ends = [int(e) - 1 for e in top.ends]  # ``ends`` point at the next token; the occurrence ends before it
-    ends += [rule_ends(index, match)[1], match.first_end, match.recent_end]
+    short = index.state_ends(index.suffix_state(SHORT))[1] if match.length > SHORT else match.first_end
+    ends += [short, match.first_end, match.recent_end]
     for state, _, _ in index.suffix_states()[1 : 1 + SHORTER]:
         ends += list(index.state_ends(int(state)))
     return list(dict.fromkeys(e for e in ends if e >= -1))

@@ -1,5 +1,8 @@
 """``SuffixIndex``: the public, checked wrapper around the suffix-automaton kernels."""
 
+from __future__ import annotations
+
+import os
 from typing import NamedTuple
 
 import numpy as np
@@ -48,7 +51,9 @@ class SuffixIndex:
     deeper, and an append never costs more than that many steps.
     """
 
-    def __init__(self, tokens=None, *, vocab_size=None, recency_depth=DEFAULT_RECENCY_DEPTH):
+    def __init__(
+        self, tokens: object = None, *, vocab_size: int | None = None, recency_depth: int = DEFAULT_RECENCY_DEPTH
+    ) -> None:
         self.vocab_size = check_vocab_size(vocab_size)
         self.recency_depth = check_positive_int(recency_depth, "recency_depth")
         self._tokens = np.empty(16, dtype=np.int32)
@@ -64,7 +69,7 @@ class SuffixIndex:
             self.extend(tokens)
 
     # -- building -------------------------------------------------------------------------------------
-    def extend(self, tokens):
+    def extend(self, tokens: object) -> None:
         """Append one token id or a 1-D sequence of them."""
         if type(tokens) is int and 0 <= tokens < self.vocab_size:  # the per-step fast path
             self._one[0] = tokens
@@ -101,31 +106,31 @@ class SuffixIndex:
         return int(self._meta[L.N_TOKENS])
 
     @property
-    def tokens(self):
+    def tokens(self) -> np.ndarray:
         """The indexed stream (a read-only view)."""
         view = self._tokens[: len(self)]
         view.flags.writeable = False
         return view
 
     @property
-    def num_states(self):
+    def num_states(self) -> int:
         return int(self._meta[L.N_STATES])
 
     @property
-    def num_edges(self):
+    def num_edges(self) -> int:
         return int(self._meta[L.N_EDGES])
 
     @property
-    def nbytes(self):
+    def nbytes(self) -> int:
         """Bytes held by the index's arrays (allocated capacity, not just the used part)."""
         return sum(a.nbytes for a in (self._tokens, self._nodes, self._edges, self._table, self._meta))
 
-    def longest_match(self):
+    def longest_match(self) -> Match:
         """The longest suffix of the stream that also occurs earlier (overlaps allowed), as a ``Match``."""
         m = self._meta
         return Match(int(m[L.MATCH_LEN]), int(m[L.MATCH_RECENT]), int(m[L.MATCH_FIRST]))
 
-    def continuation(self, end, k):
+    def continuation(self, end: int, k: int) -> np.ndarray:
         """Up to ``k`` tokens that follow end position ``end`` (a copy; fewer at the end of the stream)."""
         n = len(self)
         end = check_positive_int(end, "end", minimum=-1)
@@ -134,14 +139,14 @@ class SuffixIndex:
         k = check_positive_int(k, "k", minimum=0)
         return self._tokens[end + 1 : min(n, end + 1 + k)].copy()
 
-    def continuations(self, limit=4, state=None):
+    def continuations(self, limit: int = 4, state: int | None = None) -> Continuations:
         """Distinct tokens that followed the current longest match (or ``state``), most frequent first,
         with their counts and the position of their latest occurrence, as ``Continuations``."""
         limit = check_positive_int(limit, "limit")
         state = int(self._meta[L.MATCH_STATE]) if state is None else self._checked_state(state)
         return Continuations(*top_continuations(self._nodes, self._edges, self._tokens, state, limit))
 
-    def frequent_path(self, state, max_len):
+    def frequent_path(self, state: int, max_len: int) -> np.ndarray:
         """The most frequent continuation of ``state``'s strings, token by token, as ``(tokens, counts)``:
         ``counts[i]`` occurrences of the string followed by ``tokens[:i + 1]`` (see ``frequent_path``)."""
         max_len = check_positive_int(max_len, "max_len", minimum=0)
@@ -166,7 +171,7 @@ class SuffixIndex:
             v, longest = link, shortest - 1
         return np.array(rows, dtype=np.int64).reshape(-1, 3)
 
-    def suffix_state(self, length):
+    def suffix_state(self, length: int) -> int:
         """The state holding the stream's last ``length`` tokens (1 <= ``length`` <= ``longest_match().length``):
         their occurrences are that state's (``state_ends``, ``state_count``, ``frequent_path``)."""
         longest = int(self._meta[L.MATCH_LEN])
@@ -178,14 +183,14 @@ class SuffixIndex:
                 return int(state)
         raise AssertionError("suffix_states covers every length up to the longest match")
 
-    def state_length(self, state):
+    def state_length(self, state: int) -> int:
         return int(self._nodes[state, L.LEN])
 
-    def state_count(self, state):
+    def state_count(self, state: int) -> int:
         """How often the state's strings occur (their end positions, the stream's own end included)."""
         return int(self._nodes[state, L.COUNT])
 
-    def state_ends(self, state):
+    def state_ends(self, state: int) -> tuple[int, int]:
         """``(recent_end, first_end)`` of a state's strings (-1, -1 for the root)."""
         state = check_positive_int(state, "state", minimum=0)
         if state >= int(self._meta[L.N_STATES]):
@@ -201,7 +206,7 @@ class SuffixIndex:
         return SuffixMatcher(self)
 
     # -- persistence and checks ------------------------------------------------------------------------
-    def save(self, path):
+    def save(self, path: str | os.PathLike) -> None:
         """Write the index to ``path`` (a file name) as ``.npz``: plain arrays, no pickle, written atomically, so
         that a failed save leaves a file already there as it was."""
         from .storage import save_index
@@ -209,14 +214,14 @@ class SuffixIndex:
         save_index(self, path)
 
     @classmethod
-    def load(cls, path):
+    def load(cls, path: str | os.PathLike) -> SuffixIndex:
         """The index saved at ``path``, built again from its tokens and compared whole with what was saved: a
         ``ValueError`` names the file if anything differs."""
         from .storage import load_index
 
         return load_index(cls, path)
 
-    def check_invariants(self):
+    def check_invariants(self) -> None:
         from .invariants import check_index
 
         check_index(self)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -44,6 +46,8 @@ from .store import (  # noqa: F401 (names kept importable from here)
 )
 
 logger = logging.getLogger(__name__)
+
+Progress = Callable[[str, int, int], None]  # (stage, done, total), after each timed step
 
 # both edges of the 8-row stairs: on a CPU a pass over a multiple of 8 rows (k = 7, 15, 23, ...) can cost less than
 # one over a few rows fewer, which a curve interpolated from k = 8, 16, 32, 64 alone cannot show the policy
@@ -162,7 +166,7 @@ def output_layer_apart(model):
 PLANS_BUDGET_S = 8.0
 
 
-def cached_linear_plans(model, progress=None, output_layer=True):
+def cached_linear_plans(model: Any, progress: Progress | None = None, output_layer: bool = True) -> LinearPlans:
     """The linear layers' ``LinearPlans`` for this model/device/dtype/threads, measured on first use; without
     ``output_layer``, that of the output layer left out where it is kept apart (``output_layer_apart``)."""
     apart = output_layer_apart(model)
@@ -207,7 +211,7 @@ def _curve_decoder(ks):
     return decode
 
 
-def cached_cost_curve(model, ks=DEFAULT_KS, progress=None):
+def cached_cost_curve(model: Any, ks: tuple[int, ...] = DEFAULT_KS, progress: Progress | None = None) -> CostCurve:
     """The calibrated curve for this model/device/dtype/threads, measuring it (and, first, the linear layers'
     plans it is measured under) on first use."""
     ks = tuple(ks)
@@ -261,7 +265,9 @@ def cached_inexact_drafts(model, max_draft=pass_check.MAX_DRAFT, progress=None):
     )
 
 
-def calibrated(model, ks=DEFAULT_KS, max_draft=pass_check.MAX_DRAFT, output_layer=False):
+def calibrated(
+    model: Any, ks: tuple[int, ...] = DEFAULT_KS, max_draft: int = pass_check.MAX_DRAFT, output_layer: bool = False
+) -> bool:
     """Whether everything the loop reads for ``model`` is cached (on disk or in this process), so that a
     ``SpeculativeGenerator`` built now measures nothing: the linear layers' plans, the cost curve at ``ks`` and,
     off the CPU, the exact pass lengths up to ``max_draft``, whether lean decoder layers serve (``lean_layers``),
@@ -297,7 +303,13 @@ def _check_calibration_call(model, progress):
     kv_cache.check_model_cache(model)  # the calibration rolls the cache back as the loop does
 
 
-def calibrate(model, progress=None, ks=DEFAULT_KS, max_draft=pass_check.MAX_DRAFT, output_layer=False):
+def calibrate(
+    model: Any,
+    progress: Progress | None = None,
+    ks: tuple[int, ...] = DEFAULT_KS,
+    max_draft: int = pass_check.MAX_DRAFT,
+    output_layer: bool = False,
+) -> tuple:
     """Measure and cache what ``calibrated`` finds missing (nothing where everything is cached), ``output_layer``
     as it takes it; returns ``(curve, plans, inexact_drafts)``. ``progress(stage, done, total)``, if given, is
     called after each timed step of what is measured, ``stage`` one of ``STAGES`` and ``done`` counting to
@@ -315,7 +327,7 @@ def calibrate(model, progress=None, ks=DEFAULT_KS, max_draft=pass_check.MAX_DRAF
     return curve, plans, cached_inexact_drafts(model, max_draft, progress)
 
 
-def recalibrate(model, progress=None):
+def recalibrate(model: Any, progress: Progress | None = None) -> tuple:
     """Measure this model/device/dtype/threads again, replacing what is cached, the shape learned from earlier
     runs included (``learned_shape``): for plans or a curve measured while the machine was busy or slow
     (``draftless calibrate``), the output layer's plan included (``OUTPUT_PLAN_KIND``). Returns ``(curve, plans,

@@ -22,6 +22,11 @@ logger = logging.getLogger(__name__)
 # kept before learned from each process's first pass (``pass_timing.seconds_to_learn_from``) and drifted low; 3,
 # those kept before learned from sampled runs and unscreened passes too, which priced short drafts low
 SHAPE_VERSION = 3
+# how far a kept shape may move a knot from the calibrated curve when a process starts (either way): the process
+# learns the rest from its own passes. Unbounded, a shape learned under a curve measured on a busy machine priced
+# 32-token passes at half the curve and longer ones at 0.9-0.97, and held Gemma 3 270M's code edits to 32-token
+# drafts in every later process (replayed under the machine's real curve: 1.39x faster with this bound)
+KEPT_SHAPE_BOUND = 1.25
 
 
 def shape_path(model, curve):
@@ -50,7 +55,8 @@ def load_learned_state(model, curve):
             logger.info("ignoring %s: learned against another calibration of this model", path)
             return None, None
         evidence = checked_evidence(data["evidence"], curve) if "evidence" in data else None
-        return checked_log_shape(data["log_shape"], curve), evidence
+        bound = np.log(KEPT_SHAPE_BOUND)
+        return np.clip(checked_log_shape(data["log_shape"], curve), -bound, bound), evidence
     except (ValueError, KeyError, TypeError) as error:
         logger.warning("ignoring an unreadable learned cost-curve shape %s (%s)", path, error)
         return None, None
@@ -92,14 +98,14 @@ def stale_curve_scale(proposer, passes):
     return scale
 
 
-_STARTS = weakref.WeakKeyDictionary()  # model -> {AdaptiveConfig: RequestStarts or RequestStart}
+_STARTS = weakref.WeakKeyDictionary()  # model -> {AdaptiveConfig: RequestStart}
 _LOCK = threading.Lock()
 
 
 def request_start(model, config):
-    """What ``model``'s generators under ``config`` (an ``AdaptiveConfig``) share (``carried_starts``: a
-    ``RequestStarts``, or with ``start_key`` 0 one ``RequestStart``), made on first use; None where
-    ``config.start_memory`` is 0 (every request's first draft under the prior alone)."""
+    """The ``RequestStart`` that ``model``'s generators under ``config`` (an ``AdaptiveConfig``) share
+    (``carried_starts``), made on first use; None where ``config.start_memory`` is 0 (every request's first draft
+    under the prior alone)."""
     with _LOCK:
         start = _STARTS.get(model, {}).get(config)
         if start is None:

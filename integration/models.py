@@ -5,6 +5,8 @@ opened with ``local_files_only``. Dequantising a GGUF takes about a minute, so t
 (safetensors, fp32) and its tokenizer are cached under the user cache dir (``cache_root``) and reloaded in seconds.
 """
 
+from __future__ import annotations
+
 import contextlib
 import gc
 import hashlib
@@ -16,6 +18,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from . import gguf_reading, tokenizer_files
 from .store import cache_root
@@ -96,7 +99,7 @@ def converted_dir(name):
     return target
 
 
-def resolve(name_or_path):
+def resolve(name_or_path: str | os.PathLike) -> Path:
     """The local transformers directory for a bundled model name or a local path."""
     if not isinstance(name_or_path, (str, os.PathLike)):
         raise TypeError(f"name_or_path must be a str or path, got {type(name_or_path).__name__}")
@@ -114,7 +117,7 @@ def resolve(name_or_path):
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "spiece.model")
 
 
-def load_tokenizer(name_or_path=DEFAULT_MODEL):
+def load_tokenizer(name_or_path: str | os.PathLike = DEFAULT_MODEL) -> Any:
     from transformers import AutoTokenizer
 
     path = resolve(name_or_path)
@@ -135,7 +138,7 @@ def load_tokenizer(name_or_path=DEFAULT_MODEL):
 DTYPES = ("float32", "bfloat16", "float16")
 
 
-def device_name(text):
+def device_name(text: str) -> str:
     """``text`` if torch names a device so (``cpu``, ``cuda``, ``cuda:1``, ...), else ``ValueError``; also the
     ``--device`` option's argparse type (its default, ``cpu``, taken without importing torch: a usage error
     answers at once)."""
@@ -163,7 +166,9 @@ def check_device_available(device):
         raise ValueError(f"device {device!r} is not available here: {err}") from None
 
 
-def load_model(name_or_path=DEFAULT_MODEL, *, dtype="float32", device="cpu"):
+def load_model(
+    name_or_path: str | os.PathLike = DEFAULT_MODEL, *, dtype: str = "float32", device: str = "cpu"
+) -> tuple[Any, Any]:
     """``(model, tokenizer)`` for ``"gemma-3-270m"``, ``"smollm2-135m-instruct"`` or a local directory, in
     ``dtype`` (one of ``DTYPES``) on ``device``."""
     from transformers import AutoModelForCausalLM

@@ -5,7 +5,7 @@ from .adaptive import AdaptiveConfig, AdaptiveProposer
 from .config import DraftConfig
 from .corpus import ReferenceCorpus
 from .proposer import NullProposer, Proposer, SuffixProposer
-from .request_start import RequestStart, RequestStarts, carried_starts
+from .request_start import RequestStart, carried_starts
 
 __all__ = [
     "AdaptiveConfig",
@@ -15,7 +15,6 @@ __all__ = [
     "Proposer",
     "ReferenceCorpus",
     "RequestStart",
-    "RequestStarts",
     "SuffixProposer",
     "carried_starts",
 ]

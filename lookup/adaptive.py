@@ -10,6 +10,8 @@ starts repeating. The proposer infers each verification's outcome from the token
 ``record_pass(k, seconds)`` lets the loop refine the cost model with the passes it makes anyway.
 """
 
+from __future__ import annotations
+
 import numpy as np
 
 from draftless.index import SuffixIndex
@@ -27,11 +29,10 @@ from .cost_model import (  # noqa: F401 (names kept importable from here)
     best_draft_length,
     cost_model,
 )
-from .occurrence import OccurrenceChooser, agreement, periodic_continuation, rule_ends, source_end
+from .occurrence import agreement, periodic_continuation, source_end
 from .proposer import draft_budget
 from .reflow import ReflowIndex, check_text_classes
-from .request_start import RequestStart, RequestStarts
-from .resumed_copy import ResumedCopy
+from .request_start import RequestStart
 from .stepped_copy import SteppedCopy
 
 EMPTY = np.empty(0, dtype=np.int64)
@@ -44,11 +45,8 @@ class AdaptiveProposer:
     (``stepped_copy``): each step weighs the longest match in each (its own acceptance cells,
     ``acceptance_model.CORPUS`` for the corpus, ``REFLOWED`` for the re-flowed match, ``STEPPED`` for the stepped
     copy) and drafts from whichever is worth more tokens per unit of time; the request's own stream wins ties.
-    Where none pays a draft, the copy that the target broke lately is drafted from right after the token it
-    replaced, if that pays (``resumed_copy``, ``AdaptiveConfig.resume_horizon``). Given a ``RequestStart``
-    (``start``), each request's drafts until its first verified one are chosen under what earlier requests' first
-    drafts showed, and add to it; given a ``RequestStarts``, under what the first drafts of requests that opened
-    alike showed (``request_start``)."""
+    Given a ``RequestStart`` (``start``), each request's drafts until its first verified one are chosen under what
+    earlier requests' first drafts showed, and add to it."""
 
     def __init__(
         self,
@@ -81,8 +79,8 @@ class AdaptiveProposer:
         if corpus is not None and not isinstance(corpus, ReferenceCorpus):
             raise TypeError(f"corpus must be a ReferenceCorpus or None, got {type(corpus).__name__}")
         self.corpus = corpus
-        if start is not None and not isinstance(start, (RequestStart, RequestStarts)):
-            raise TypeError(f"start must be a RequestStart, RequestStarts or None, got {type(start).__name__}")
+        if start is not None and not isinstance(start, RequestStart):
+            raise TypeError(f"start must be a RequestStart or None, got {type(start).__name__}")
         self.start = start
         self.request_start = None  # the RequestStart this request's first drafts are chosen under (``reset``)
         self._starting = False  # no draft of this request verified yet: drafts chosen under ``request_start``
@@ -95,43 +93,33 @@ class AdaptiveProposer:
         self.use_digit_tokens(digit_tokens)
         self.use_text_classes(text_classes)
 
-    def use_digit_tokens(self, digit_tokens):
+    def use_digit_tokens(self, digit_tokens: object) -> None:
         """Draft stepped copies too (``stepped_copy``), from the next draft on: ``digit_tokens`` holds the ten
         ASCII digits' token ids (``digit_tokens[d]`` the token of digit ``d``) of a tokenizer that writes numbers
         digit by digit; None: never. Checked, then unused, when the config's ``stepped_copy`` is off."""
         stepped = None if digit_tokens is None else SteppedCopy(digit_tokens)  # checks them
         self.stepped = stepped if self.config.stepped_copy else None
 
-    def use_text_classes(self, text_classes):
+    def use_text_classes(self, text_classes: object) -> None:
         """Draft re-flowed copies too (``reflow``), from the next request on: ``text_classes`` maps each token id
         to its text class (``reflow.check_text_classes``); None: never. Checked, then unused, when the config's
         ``reflow`` is off."""
         self.reflow = None
         if text_classes is not None and self.config.reflow:
-            self.reflow = ReflowIndex(
-                text_classes, lead=self.config.reflow_lead, after_space=self.config.reflow_after_space
-            )  # checks them
+            self.reflow = ReflowIndex(text_classes, lead=self.config.reflow_lead)  # checks them
         elif text_classes is not None:
             check_text_classes(text_classes)
         self.reset(EMPTY)
 
-    def reset(self, tokens):
+    def reset(self, tokens: object) -> None:
         self.index = SuffixIndex(tokens, vocab_size=self.vocab_size)
         self.prompt_len = len(self.index)
         c = self.config
         self.acceptance = AcceptanceModel(c.prior, c.prior_strength, c.forgetting, c.corpus_prior)
-        self.regime = CopyRegime(c.copy_length, c.copy_share, c.copy_memory)
-        self.occurrences = OccurrenceChooser(c.occurrence_memory, c.occurrence_margin, c.periodic)
+        self.regime = CopyRegime(c.copy_share, c.copy_memory)
         self._pending = None
         self.request_start = self.start
-        if isinstance(self.start, RequestStarts):  # the one of the requests that opened as this one does
-            self.request_start = self.start.for_stream(self.index.tokens, self.index.longest_match().length)
         self._starting = self.request_start is not None
-        self._ends = None
-        # the end position the pending draft was copied after, in the request's own stream (None: another source),
-        # and whether it is the resumed copy (``resumed_copy``)
-        self._copied_after, self._resuming = None, False
-        self.resumed = None if not c.resume_horizon else ResumedCopy(c.resume_horizon, c.prior_strength, c.forgetting)
         self.chosen = []
         self.view = None  # the request's match against the corpus
         if self.reflow is not None:
@@ -140,9 +128,8 @@ class AdaptiveProposer:
             self.view = self.corpus.view()
             self.view.feed(self.index.tokens)
 
-    def propose(self, max_tokens):
-        self._pending = self._ends = self._copied_after = None
-        self._resuming = False
+    def propose(self, max_tokens: int) -> np.ndarray:
+        self._pending = None
         self.first_rows = None
         match = self.index.longest_match()
         k_cap = min(draft_budget(max_tokens), self.config.max_draft)
@@ -151,8 +138,8 @@ class AdaptiveProposer:
         options = []  # (value, k, matched length, origin, end) per source, the request's own stream first
         if match.length >= self.config.min_match and k_cap > 0:
             end = self.source_end(match)
-            available = len(self.index) - 1 - end  # >= 1: the match's own end is the stream's, never drafted from
-            horizon = k_cap if self.config.periodic else min(k_cap, available)
+            # the continuation goes on past the stream's end, period after period (``periodic_continuation``)
+            horizon = k_cap
             options.append(
                 self._option(
                     acceptance, match.length, PROMPT if end < self.prompt_len else GENERATED, end, horizon, copying
@@ -165,7 +152,7 @@ class AdaptiveProposer:
             )
         reflowed = None
         if self.reflow is not None and k_cap > 0:
-            reflowed = self.reflow.source(match.length, self.index.tokens)
+            reflowed = self.reflow.source(match.length)
         if reflowed is not None:
             length, end = reflowed
             options.append(
@@ -176,8 +163,9 @@ class AdaptiveProposer:
             length, period, stepped_draft = stepped
             options.append(self._option(acceptance, length, STEPPED, period, stepped_draft.size, True))
         best = max(options, key=lambda option: option[0]) if options else None  # the first of equals
-        if best is None or best[1] == 0:  # a plain step, unless the copy that broke lately pays to resume
-            return self._resumed_copy(k_cap)
+        if best is None or best[1] == 0:  # a plain step
+            self.chosen.append((len(self.index), 0))
+            return EMPTY
         _, k, length, origin, end, first_rows = best
         self.chosen.append((len(self.index), k))
         self.first_rows = first_rows if first_rows < k + 1 else None
@@ -190,27 +178,8 @@ class AdaptiveProposer:
             self._reflow_source = self.index.continuation(end, k)
             draft = self.reflow.substituted(self._reflow_source)
         else:
-            draft = periodic_continuation(self.index, end, k, self.config.periodic)
-            self._copied_after = end
+            draft = periodic_continuation(self.index, end, k)
         self._pending = (length, origin, copying, draft)  # chosen under ``start`` while ``_starting``
-        return draft
-
-    def _resumed_copy(self, k_cap):
-        """The draft where the matched suffix pays no draft: the resumed copy (``resumed_copy``) where one is
-        available and pays more tokens per unit of time than a plain step, else none."""
-        available = 0 if self.resumed is None else min(k_cap, self.resumed.available(len(self.index)))
-        k = 0
-        if available > 0:
-            expected = self.resumed.expected(available)
-            cost, first_rows = self.cost.staged(expected)
-            k = best_draft_length(expected, cost.__getitem__, self.excluded)
-        self.chosen.append((len(self.index), k))
-        if k == 0:
-            return EMPTY
-        self.first_rows = int(first_rows[k]) if first_rows[k] < k + 1 else None
-        draft = self.index.continuation(self.resumed.end, k).astype(np.int64)
-        self._copied_after, self._resuming = self.resumed.end, True
-        self._pending = (1, GENERATED, True, draft)
         return draft
 
     def _option(self, acceptance, length, origin, end, horizon, copying):
@@ -221,14 +190,9 @@ class AdaptiveProposer:
 
     def source_end(self, match):
         """The end of the earlier occurrence of ``match`` (the index's longest match, at least ``min_match``
-        long) whose continuation is drafted, by the configured ``occurrence`` rule; "learned" also keeps both
-        rules' ends, for ``update`` to score them against the target's tokens. The "frequent" rule's end, in
-        either, moves to the match's earliest occurrence by ``earliest_in_prompt``."""
+        long) whose continuation is drafted, by the configured ``occurrence`` rule; the "frequent" rule's end
+        moves to the match's earliest occurrence by ``earliest_in_prompt``."""
         occurrence = self.config.occurrence
-        if occurrence == "learned":
-            frequent, first_short = rule_ends(self.index, match)
-            self._ends = (self._copied_passage(match, frequent), first_short)
-            return self._ends[self.occurrences.choice]
         end = source_end(self.index, match, occurrence)
         return self._copied_passage(match, end) if occurrence == "frequent" else end
 
@@ -241,16 +205,10 @@ class AdaptiveProposer:
             return match.first_end
         return end
 
-    def update(self, tokens):
+    def update(self, tokens: object) -> None:
         tokens = as_token_array(tokens, self.index.vocab_size).astype(np.int64)  # checked before any state moves
-        drafted = 0
-        if self._pending is not None and self._resuming:
-            drafted = self._pending[3].size
-            self.resumed.observe(agreement(self._pending[3], tokens[:-1]), drafted)
-            self._pending = None
         if self._pending is not None:
             length, origin, copying, draft = self._pending
-            drafted = draft.size
             accepted = agreement(draft, tokens[:-1])  # the last token is the target's own
             self.acceptance.observe(length, origin, accepted, draft.size, copying)
             if self._starting:  # the request's first verified draft (it was chosen under ``request_start``)
@@ -259,12 +217,6 @@ class AdaptiveProposer:
             if origin == REFLOWED:
                 self.reflow.learn(self._reflow_source, tokens, accepted)
             self._pending = None
-        if self._ends is not None and tokens.size:
-            self.occurrences.observe(self.index, self._ends, tokens)
-            self._ends = None
-        if self.resumed is not None:
-            self.resumed.after_pass(self._copied_after, drafted, tokens.size, len(self.index))
-        self._copied_after = None
         if tokens.size > 1:  # the accepted draft tokens, then the target's own: a copy usually ends at the latter
             self._extend(tokens[:-1])
             self.regime.observe(tokens.size - 1, self._matched_length())
@@ -284,13 +236,13 @@ class AdaptiveProposer:
         return length if self.view is None else max(length, self.view.length)
 
     @property
-    def stages_output_layer(self):
+    def stages_output_layer(self) -> bool:
         """Whether this proposer may ask for a staged output layer (``first_rows``): its cost model stages
         (``staged_head`` and a curve with the output layer's times). The loop hooks the output
         layer only then."""
         return self.cost.staged_head
 
-    def record_pass(self, k, seconds, head_rows=None):
+    def record_pass(self, k: int, seconds: float, head_rows: tuple[int, ...] | None = None) -> None:
         """A pass over ``1 + k`` tokens took ``seconds``, its output layer computed in products over ``head_rows``
         rows (``cost_model.head_products``; by default one over all)."""
         self.cost.observe(k, seconds, head_rows)

@@ -9,7 +9,7 @@ from draftless.index.validation import check_positive_int
 from .acceptance_model import CORPUS_PRIOR, DEFAULT_PRIOR, LENGTH_EDGES
 from .config import check_max_draft
 
-OCCURRENCES = ("frequent", "recent", "first", "learned")
+OCCURRENCES = ("frequent", "recent", "first")
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,21 +20,15 @@ class AdaptiveConfig:
 
     max_draft: int = 64  # the longest draft ever proposed (at most 1024)
     min_match: int = 1  # shorter matches are never drafted from
-    # which earlier occurrence supplies the continuation: "learned" (per request, "frequent" or the earliest
-    # occurrence of the last 5 tokens, whichever the request's own passes favour; see ``occurrence``),
-    # "frequent" (the latest occurrence of the token that most often followed the match), "recent" or "first"
-    occurrence: str = "learned"
+    # which earlier occurrence supplies the continuation: "frequent" (the latest occurrence of the token that most
+    # often followed the match), "recent" (the latest occurrence) or "first" (the earliest)
+    occurrence: str = "frequent"
     prior_strength: float = 2.0  # pseudo-observations behind the prior acceptance rates
     forgetting: float = 0.98  # per-outcome forgetting of a request's own acceptance evidence
     prior: tuple = DEFAULT_PRIOR  # acceptance rate per matched-length bucket before any evidence
     corpus_prior: tuple = CORPUS_PRIOR  # the same for a match in a ReferenceCorpus (see ``acceptance_model``)
-    copy_length: int = 6  # a generated token is copied when it ends a match of at least this many tokens
     copy_share: float = 0.4  # the output is copying while at least this share of recent tokens is copied
     copy_memory: float = 0.98  # per-token forgetting of that share
-    occurrence_memory: float = 0.6  # "learned": per-pass forgetting of the rules' scores
-    occurrence_margin: float = 1.0  # "learned": the lead (tokens) the earliest short match needs to be drafted
-    # a continuation that runs into the end of the stream (text repeating with a period) goes on with itself
-    periodic: bool = True
     # while copying, a match of at least this many tokens whose occurrence lies in the prompt is continued from its
     # earliest occurrence, the passage being copied rather than a later quote of it (0: never)
     earliest_in_prompt: int = 2
@@ -42,9 +36,6 @@ class AdaptiveConfig:
     # model re-wraps or re-indents) where it spans at least ``reflow_lead`` more words than the exact match
     reflow: bool = True
     reflow_lead: int = 2
-    # also where the stream ends in the whitespace the model writes in place of the source's, before the source's
-    # next word (a re-indented block's next line)
-    reflow_after_space: bool = True
     # given the digits' token ids, also draft the period before with its numbers stepped where the stream repeats
     # with its numbers moving on (``stepped_copy``: a log's next line, a table's next row)
     stepped_copy: bool = True
@@ -58,31 +49,13 @@ class AdaptiveConfig:
     # a request's first drafts chosen under what earlier requests' first drafts showed (``request_start``), each
     # earlier outcome weighing this much less per request after it; 0: under the prior alone
     start_memory: float = 0.5
-    # the tokens that key a request's opening: its first draft's outcome is carried to later requests whose first
-    # match ends in the same ``start_key`` tokens; 0: to every later request
-    start_key: int = 2
-    # for this many generated tokens after a copy from the request's text broke, where nothing else pays, draft the
-    # copy resumed after the token the target replaced (``resumed_copy``); 0: never
-    resume_horizon: int = 16
 
     def __post_init__(self):
         check_max_draft(self.max_draft)
-        for name in ("min_match", "copy_length"):
-            check_positive_int(getattr(self, name), name)
+        check_positive_int(self.min_match, "min_match")
         check_positive_int(self.earliest_in_prompt, "earliest_in_prompt", minimum=0)
         check_positive_int(self.reflow_lead, "reflow_lead", minimum=0)
-        check_positive_int(self.resume_horizon, "resume_horizon", minimum=0)
-        object.__setattr__(self, "start_key", check_positive_int(self.start_key, "start_key", minimum=0))
-        for name in (
-            "prior_strength",
-            "forgetting",
-            "copy_share",
-            "copy_memory",
-            "occurrence_memory",
-            "occurrence_margin",
-            "shape_rate",
-            "start_memory",
-        ):
+        for name in ("prior_strength", "forgetting", "copy_share", "copy_memory", "shape_rate", "start_memory"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
                 raise TypeError(f"{name} must be a number, got {type(value).__name__}")
@@ -90,24 +63,14 @@ class AdaptiveConfig:
             raise ValueError(f"occurrence must be one of {OCCURRENCES}, got {self.occurrence!r}")
         if not 0 < self.prior_strength < np.inf:  # infinite: every rate inf / inf, NaN
             raise ValueError(f"prior_strength must be positive and finite, got {self.prior_strength}")
-        for name in ("forgetting", "copy_memory", "occurrence_memory"):
+        for name in ("forgetting", "copy_memory"):
             if not 0 < getattr(self, name) <= 1:
                 raise ValueError(f"{name} must be in (0, 1], got {getattr(self, name)}")
         if not 0 <= self.start_memory <= 1:
             raise ValueError(f"start_memory must be in [0, 1], got {self.start_memory}")
         if not 0 <= self.shape_rate < 1:
             raise ValueError(f"shape_rate must be in [0, 1), got {self.shape_rate}")
-        if not self.occurrence_margin >= 0:
-            raise ValueError(f"occurrence_margin must be >= 0, got {self.occurrence_margin}")
-        for name in (
-            "periodic",
-            "reflow",
-            "reflow_after_space",
-            "stepped_copy",
-            "first_level",
-            "shape_at_knots",
-            "follow_timed",
-        ):
+        for name in ("reflow", "stepped_copy", "first_level", "shape_at_knots", "follow_timed"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise TypeError(f"{name} must be a bool, got {type(getattr(self, name)).__name__}")
             object.__setattr__(self, name, bool(getattr(self, name)))  # numpy's bool too, but stored as JSON's

@@ -14,12 +14,13 @@ per-length rates to learn the difference in time. The regime, read off the strea
 the first tokens.
 """
 
+COPY_LENGTH = 6  # a generated token is copied when it ends a match of at least this many tokens
 START_SHARE = 0.5  # a request starts undecided, on the copying side of the default threshold 0.4
 START_WEIGHT = 8.0  # worth 8 generated tokens: a few tokens of evidence settle the regime
 
 
 class CopyRegime:
-    def __init__(self, copy_length=6, copy_share=0.4, memory=0.98):
+    def __init__(self, copy_share=0.4, memory=0.98, copy_length=COPY_LENGTH):
         self.copy_length = int(copy_length)
         self.copy_share = float(copy_share)
         self.memory = float(memory)

@@ -15,8 +15,11 @@ the corpus's lock, and a request keeps the index it started with if a rebuild re
 that lock (adds wait for each other), so that the requests matching meanwhile never wait for it.
 """
 
+from __future__ import annotations
+
 import collections
 import numbers
+import os
 import threading
 
 import numpy as np
@@ -42,7 +45,7 @@ class ReferenceCorpus:
     (2, [3, 4])
     """
 
-    def __init__(self, documents=(), *, vocab_size=None, max_tokens=None):
+    def __init__(self, documents=(), *, vocab_size: int | None = None, max_tokens: int | None = None) -> None:
         self.vocab_size = check_vocab_size(vocab_size)
         self.max_tokens = None if max_tokens is None else check_positive_int(max_tokens, "max_tokens")
         self._lock = threading.RLock()  # every read and change of the index, documents and starts
@@ -59,7 +62,7 @@ class ReferenceCorpus:
         """Each document's first position in ``index`` (int64, oldest first)."""
         return self._starts[: self._n_docs]
 
-    def add(self, tokens):
+    def add(self, tokens) -> None:
         """Add one document (a 1-D sequence of token ids; an empty one is ignored)."""
         if isinstance(tokens, numbers.Integral):  # ReferenceCorpus([1, 2, 3]) meant one document, not three
             raise TypeError(
@@ -92,10 +95,10 @@ class ReferenceCorpus:
         return len(self.index)
 
     @property
-    def num_documents(self):
+    def num_documents(self) -> int:
         return len(self._docs)
 
-    def documents(self):
+    def documents(self) -> list[np.ndarray]:
         """The documents held, oldest first (copies)."""
         with self._lock:
             return [doc.copy() for doc in self._docs]
@@ -105,7 +108,7 @@ class ReferenceCorpus:
         with self._lock:
             return CorpusView(self, self.index, self.starts)
 
-    def save(self, path):
+    def save(self, path: str | os.PathLike) -> None:
         """Write the documents to ``path`` as ``.npz`` (plain arrays; ``load`` builds the index again)."""
         with self._lock:
             tokens = np.concatenate(self._docs) if self._docs else np.zeros(0, dtype=np.int32)
@@ -121,7 +124,7 @@ class ReferenceCorpus:
         )
 
     @classmethod
-    def load(cls, path):
+    def load(cls, path: str | os.PathLike) -> ReferenceCorpus:
         """The corpus saved at ``path`` (no pickle); a ``ValueError`` names the file if it is not one."""
 
         def fail(why):
@@ -156,7 +159,7 @@ class ReferenceCorpus:
             fail("its documents do not fit in its max_tokens")
         return corpus
 
-    def check_invariants(self):
+    def check_invariants(self) -> None:
         """The index holds exactly the documents, concatenated; ``starts`` are their first positions."""
         with self._lock:
             self.index.check_invariants()

@@ -12,6 +12,8 @@ the loop computes first, computing the rest only where the draft tokens those ro
 ``stages_output_layer`` false is never staged, and the loop then leaves the output layer unhooked.
 """
 
+from __future__ import annotations
+
 from typing import Protocol
 
 import numpy as np
@@ -24,7 +26,7 @@ from .config import DraftConfig
 EMPTY = np.empty(0, dtype=np.int64)
 
 
-def draft_budget(max_tokens):
+def draft_budget(max_tokens: int) -> int:
     """``propose``'s ``max_tokens`` checked: a non-negative int (0: no draft)."""
     return check_positive_int(max_tokens, "max_tokens", minimum=0)
 
@@ -43,13 +45,13 @@ class Proposer(Protocol):
 class NullProposer:
     """Never drafts: every step is a plain decode step (the wrapper's own overhead, or a baseline)."""
 
-    def reset(self, tokens):
+    def reset(self, tokens: object) -> None:
         pass
 
-    def update(self, tokens):
+    def update(self, tokens: object) -> None:
         pass
 
-    def propose(self, max_tokens):
+    def propose(self, max_tokens: int) -> np.ndarray:
         draft_budget(max_tokens)
         return EMPTY
 
@@ -70,13 +72,13 @@ class SuffixProposer:
         self.vocab_size = vocab_size
         self.index = SuffixIndex(vocab_size=vocab_size)
 
-    def reset(self, tokens):
+    def reset(self, tokens: object) -> None:
         self.index = SuffixIndex(tokens, vocab_size=self.vocab_size)
 
-    def update(self, tokens):
+    def update(self, tokens: object) -> None:
         self.index.extend(tokens)
 
-    def propose(self, max_tokens):
+    def propose(self, max_tokens: int) -> np.ndarray:
         k = min(draft_budget(max_tokens), self.config.max_draft)
         match = self.index.longest_match()
         if k <= 0 or match.length < self.config.min_match:

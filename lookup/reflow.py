@@ -12,9 +12,7 @@ It is offered only once the model has written a word after the changed whitespac
 whitespace is not matched: which word comes next is what the exact index cannot tell either), and only where
 it matches at least ``lead`` more words than the exact match has tokens. Replayed on the 62 recorded runs (245
 suite columns, ``docs/evidence.md``, "Re-flowed copies"): +1.6 % on average, +6.8 % on code_edit
-(50 columns), the worst column -0.6 %. One exception (``after_space``): a stream that ends in the
-whitespace the model has been seen to write in place of the source's last whitespace token before its next word,
-as a re-indented block's next line begins, goes on at that word ("Re-flowed copies after the new indentation").
+(50 columns), the worst column -0.6 %.
 
 The text classes come from a tokenizer, which this layer does not import: ``draftless.integration`` builds
 them (``token_text.text_classes``) and passes the array.
@@ -50,10 +48,9 @@ class ReflowIndex:
     Invariant: ``classes.tokens[i] == class_of(stream[positions[i]])`` for every i, and ``positions`` holds,
     in order, exactly the stream positions whose token is not whitespace."""
 
-    def __init__(self, text_classes, min_match=2, lead=2, after_space=False):
+    def __init__(self, text_classes, min_match=2, lead=2):
         self.text_classes = check_text_classes(text_classes)
         self.min_match, self.lead = int(min_match), int(lead)
-        self.after_space = bool(after_space)
         self._outside = int(self.text_classes.max()) + 1  # a token id past the array: a class of its own
         self.reset(EMPTY)
 
@@ -99,30 +96,16 @@ class ReflowIndex:
         """The stream position of each indexed word, in order."""
         return self._positions[: len(self.classes)]
 
-    def source(self, exact_length, stream=None):
+    def source(self, exact_length):
         """``(matched words, end)``: the stream position after which the re-flowed copy goes on, and how many
-        words the match spans; None where there is none worth drafting (see the module's rules). ``stream``: the
-        stream's tokens, which only ``after_space`` reads (without them, a stream that ends in whitespace has
-        none)."""
-        if not (self._last_is_word or self.after_space):
+        words the match spans; None where there is none worth drafting (see the module's rules): the stream must
+        end in a word."""
+        if not self._last_is_word:
             return None
         match = self.classes.longest_match()
         if match.length < max(self.min_match, exact_length + self.lead):
             return None
-        at = match.recent_end
-        if self._last_is_word:
-            end = int(self.positions[at])
-        elif (
-            stream is not None
-            and at + 1 < len(self.classes)
-            and self.positions[at + 1] > self.positions[at] + 1
-            and self.substitutes.get(int(stream[self.positions[at + 1] - 1])) == int(stream[-1])
-        ):
-            # the stream ends in the whitespace the model has been writing in place of the source's last whitespace
-            # token before its next word (a re-indented block's next line): on at that word
-            end = int(self.positions[at + 1]) - 1
-        else:
-            return None
+        end = int(self.positions[match.recent_end])
         if end >= self._length - 1:  # nothing follows it yet
             return None
         return match.length, end

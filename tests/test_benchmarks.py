@@ -181,13 +181,13 @@ def test_a_draftless_variant_runs_the_default_policy_with_its_knobs_set(tiny_dir
     traces = [r["draft_trace"] for r in result["runs"] if r["method"] == variant]
     assert len(traces) == 2 and all(k <= 4 for trace in traces for k, _ in trace)
     assert variant_config(variant) == AdaptiveConfig(max_draft=4, earliest_in_prompt=0)
-    assert variant_config("draftless[periodic=false]").periodic is False and variant_config("draftless") is None
+    assert variant_config("draftless[reflow=false]").reflow is False and variant_config("draftless") is None
     for bad, word in (
         ("draftless[nope=1]", "knob must be one of"),
         ("draftless[max_draft=x]", "of type int"),
         ("draftless[max_draft=0]", "max_draft"),
         ("draftless[prior=0.5]", "tuple"),
-        ("draftless[periodic=yes]", "true or false"),
+        ("draftless[reflow=yes]", "true or false"),
         ("draftless[max_draft]", "needs a value"),
         ("draftless[max_draft=4+max_draft=8]", "twice"),
         ("draftless[]", "unknown method"),

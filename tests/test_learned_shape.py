@@ -1,4 +1,4 @@
-"""The cost curve's learned shape kept across processes (``integration.learned_shape``): a generator saves what its
+"""The cost curve's learned shape kept across processes (``integration.kept_state``): a generator saves what its
 requests learned beside the calibration, the next one starts from it and records it for replay, a shape
 learned against another calibration or an unreadable file is ignored, a rate of 0 keeps nothing, and a
 recalibration forgets it. The policy's arithmetic under a given starting shape is ``OnlineCost``'s own."""
@@ -13,7 +13,7 @@ from tiny_models import repetitive_prompt, tiny_model
 
 from draftless.integration import SpeculativeGenerator, calibration
 from draftless.integration.fastpass import FastPassOptions
-from draftless.integration.kept_state import load_learned_shape, save_learned_shape, shape_path
+from draftless.integration.kept_state import KEPT_SHAPE_BOUND, load_learned_shape, save_learned_shape, shape_path
 from draftless.lookup import AdaptiveConfig
 from draftless.lookup.cost_model import SHAPE_BOUND, CostCurve, OnlineCost
 
@@ -58,9 +58,22 @@ def test_the_next_generator_starts_from_the_shape_the_last_one_kept(cache_dir):
     path = shape_path(model, first.proposer.cost.curve)
     assert path.exists() and json.loads(path.read_text())["log_shape"] == learned.tolist()
     second = _generate(model)
-    assert second.last_stats.start_shape == tuple(learned)  # recorded: a replay starts where the loop did
+    bound = np.log(KEPT_SHAPE_BOUND)  # a kept shape moves no knot further than this when a process starts
+    assert second.last_stats.start_shape == tuple(np.clip(learned, -bound, bound))  # recorded for replay
     assert not np.array_equal(second.proposer.cost.learned_shape(), learned)  # and learned on from it
-    assert np.array_equal(load_learned_shape(model, second.proposer.cost.curve), second.proposer.cost.learned_shape())
+    kept = load_learned_shape(model, second.proposer.cost.curve)
+    assert np.array_equal(kept, np.clip(second.proposer.cost.learned_shape(), -bound, bound))
+
+
+def test_a_kept_shape_cannot_move_a_knot_past_its_bound(cache_dir):
+    """A shape learned against a curve measured while the machine was busy (a knot at half its price, the longer
+    ones near theirs) starts the next process within ``KEPT_SHAPE_BOUND`` of the curve either way."""
+    model = tiny_model("llama")
+    cost = OnlineCost(CURVE, shape_rate=0.1, log_shape=np.log([1.0, 0.8, 0.5, 1.0, 2.0]))
+    cost.observed = 1  # as after a pass: a shape worth keeping
+    save_learned_shape(model, cost)
+    kept = np.exp(load_learned_shape(model, CURVE))
+    assert kept == pytest.approx([1.0, 0.8, 1 / KEPT_SHAPE_BOUND, 1.0, KEPT_SHAPE_BOUND])
 
 
 def test_a_rate_of_zero_neither_reads_nor_keeps_a_shape(cache_dir):

@@ -20,23 +20,16 @@ NL, SP, INDENT8 = 0, 1, 2
 CHEAP = CostCurve((0, 1, 16, 64), (1.0, 1.02, 1.3, 2.0))  # long drafts pay once trusted
 
 
-def reference_source(stream, exact_length, min_match=2, lead=2, substitutes=None):
-    """``ReflowIndex.source`` by brute force: the class stream's longest earlier suffix, its latest end; with
-    ``substitutes`` (``after_space``) also for a stream that ends in the substitute of the whitespace token before
-    the source's next word, from that word on."""
-    after_space = bool(stream) and CLASSES[stream[-1]] == WHITESPACE
-    if not stream or (after_space and substitutes is None):
+def reference_source(stream, exact_length, min_match=2, lead=2):
+    """``ReflowIndex.source`` by brute force: the class stream's longest earlier suffix, its latest end, for a
+    stream that ends in a word."""
+    if not stream or CLASSES[stream[-1]] == WHITESPACE:
         return None
     words = [i for i, t in enumerate(stream) if CLASSES[t] != WHITESPACE]
     length, recent, _ = naive.longest_match([int(CLASSES[stream[i]]) for i in words])
     if length < max(min_match, exact_length + lead):
         return None
     end = words[recent]
-    if after_space:
-        following = words[recent + 1] if recent + 1 < len(words) else None
-        if following is None or following == end + 1 or substitutes.get(stream[following - 1]) != stream[-1]:
-            return None
-        end = following - 1
     return None if end >= len(stream) - 1 else (length, end)
 
 
@@ -52,47 +45,6 @@ def test_source_matches_brute_force_over_any_chunking(stream, chunks, exact_leng
         pos += size
         index.check_invariants()
         assert index.source(exact_length) == reference_source(stream[: min(pos, len(stream))], exact_length)
-
-
-WORDY = st.sampled_from([NL, SP, INDENT8, 3, 4])  # few words, so that matches run long
-
-
-@settings(max_examples=80, deadline=None)
-@given(st.lists(WORDY, max_size=80), st.lists(st.integers(1, 9), max_size=12), st.integers(0, 4))
-def test_after_whitespace_source_matches_brute_force_over_any_chunking(stream, chunks, exact_length):
-    """With ``after_space``, a stream that ends in a learned substitute of the whitespace before the source's next
-    word goes on at that word; without it, a stream that ends in whitespace has no source whatever was learned."""
-    substitutes = {INDENT8: NL, SP: NL}
-    indexes = {True: ReflowIndex(CLASSES, after_space=True), False: ReflowIndex(CLASSES)}
-    cut = min(len(stream), chunks[0]) if chunks else len(stream)
-    for index in indexes.values():
-        index.reset(np.array(stream[:cut], dtype=np.int64))
-        index.substitutes = dict(substitutes)
-    pos = cut
-    for size in chunks[1:] + [len(stream)]:
-        for index in indexes.values():
-            index.extend(np.array(stream[pos : pos + size], dtype=np.int64))
-            index.check_invariants()
-        pos += size
-        seen = np.array(stream[: min(pos, len(stream))], dtype=np.int64)
-        assert indexes[True].source(exact_length, seen) == reference_source(
-            seen.tolist(), exact_length, substitutes=substitutes
-        )
-        assert indexes[False].source(exact_length, seen) == reference_source(seen.tolist(), exact_length)
-
-
-def test_after_whitespace_the_source_goes_on_at_its_next_word():
-    stream = np.array([INDENT8, 3, 4, INDENT8, 9, 10, NL, 3, 4, NL])  # the model writes NL where INDENT8 was
-    index = ReflowIndex(CLASSES, after_space=True)
-    index.reset(stream)
-    assert index.source(0, stream) is None  # no substitute learned yet
-    index.substitutes[INDENT8] = NL
-    assert index.source(0, stream) == (2, 3)  # words "3 4" matched; the continuation after position 3 is 9, 10
-    assert index.source(1, stream) is None  # the exact match as long, less the lead
-    spaced = np.array([INDENT8, 3, 4, 9, 10, NL, 3, 4, NL])  # no whitespace before the source's next word
-    index.reset(spaced)
-    index.substitutes[INDENT8] = NL
-    assert index.source(0, spaced) is None
 
 
 def test_a_token_past_the_classes_is_a_class_of_its_own():
@@ -139,7 +91,6 @@ def test_bad_text_classes_are_refused_by_name(bad, error, words):
         ({"reflow": 1}, TypeError),
         ({"reflow_lead": -1}, ValueError),
         ({"reflow_lead": 1.5}, TypeError),
-        ({"reflow_after_space": 1}, TypeError),
     ],
 )
 def test_reflow_knobs_are_validated(kwargs, error):
@@ -186,26 +137,6 @@ def test_a_reindented_block_learns_its_new_indentation():
     assert reflowed and any(NL in draft and INDENT8 not in draft for draft, _ in reflowed)  # the substitute
     assert any(kept > 4 for _, kept in reflowed)  # drafted across a new line break
     assert len(passes) < len(_feed(AdaptiveProposer(cost=CHEAP), prompt, output))  # 7 passes against 11
-
-
-def test_a_reindented_block_goes_on_at_the_next_line_after_the_new_indentation():
-    """The pass after the model wrote its new indentation where the source had the old one (a substitute learned
-    from a re-flowed draft) drafts the source's next line, from its first word on, with ``reflow_after_space``;
-    without it the stream's end (a lone whitespace token) matches nothing worth drafting there."""
-    lines = [[3, 9, 4], [10, 5, 11], [12, 13, 14], [15, 16, 17], [18, 19, 20], [21, 22, 23]]
-    prompt = [t for line in lines for t in [INDENT8] + line]
-    output = [t for line in lines for t in [NL] + line]
-
-    def run(after_space):
-        config = AdaptiveConfig(reflow_after_space=after_space)
-        return _feed(AdaptiveProposer(config, cost=CHEAP, text_classes=CLASSES), prompt, output)
-
-    on, off = run(True), run(False)
-    line_starts = {line[0] for line in lines}
-    after_space = [(draft, kept) for origin, draft, kept in on if origin == REFLOWED and draft[0] in line_starts]
-    assert after_space and all(kept >= 3 for _, kept in after_space)  # the next line's words, then more
-    assert all(not (origin == REFLOWED and draft[0] in line_starts) for origin, draft, _ in off)
-    assert len(on) < len(off)
 
 
 def test_reflow_off_or_without_texts_drafts_as_before():

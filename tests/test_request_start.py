@@ -1,5 +1,5 @@
-"""How requests start, carried from request to request (``lookup.request_start``, ``integration.request_starts``):
-one ``RequestStart`` for every request (``start_key`` 0); one per opening in ``test_request_openings.py``."""
+"""How requests start, carried from request to request (``lookup.request_start``, ``integration.kept_state``): one
+``RequestStart`` shared by every request of a model and config."""
 
 import pickle
 
@@ -12,7 +12,7 @@ from tiny_models import repetitive_prompt, tiny_model
 from benchmarks.replay import replay_one
 from draftless.integration import SpeculativeGenerator
 from draftless.integration.kept_state import forget_request_starts, request_start
-from draftless.lookup import AdaptiveConfig, AdaptiveProposer, RequestStart, RequestStarts
+from draftless.lookup import AdaptiveConfig, AdaptiveProposer, RequestStart
 from draftless.lookup.acceptance_model import LENGTH_EDGES, ORIGINS, STEPPED
 from draftless.lookup.adaptive import cost_model
 from draftless.lookup.cost_model import CostCurve
@@ -20,7 +20,7 @@ from draftless.lookup.cost_model import CostCurve
 CPU = CostCurve((0, 1, 16, 32, 64), (1.0, 1.05, 2.3, 3.1, 4.8))
 OPEN = [7, 8]  # the tokens a copied passage opens with, in the prompt and again at its end
 CELLS = 2 * len(ORIGINS) * len(LENGTH_EDGES)  # regimes x origins x lengths
-CARRIED = AdaptiveConfig(start_memory=0.8, start_key=0)  # carried to every request alike (not the default)
+CARRIED = AdaptiveConfig(start_memory=0.8)  # each earlier outcome weighing more than the default 0.5
 
 
 def request(seed, copies):
@@ -130,11 +130,11 @@ def test_generators_of_one_model_and_config_share_it_and_record_where_each_reque
     model = tiny_model("llama")
     forget_request_starts()
     config = CARRIED
-    assert request_start(model, config) is request_start(model, AdaptiveConfig(start_memory=0.8, start_key=0))
-    other = AdaptiveConfig(start_memory=0.8, start_key=0, reflow=False)
+    assert request_start(model, config) is request_start(model, AdaptiveConfig(start_memory=0.8))
+    other = AdaptiveConfig(start_memory=0.8, reflow=False)
     assert request_start(model, other) is not request_start(model, config)
     assert isinstance(request_start(model, config), RequestStart)
-    assert isinstance(request_start(model, AdaptiveConfig()), RequestStarts)  # the default: one per opening
+    assert isinstance(request_start(model, AdaptiveConfig()), RequestStart)
     assert request_start(model, AdaptiveConfig(start_memory=0.0)) is None
     with pytest.raises(TypeError, match="config"):
         request_start(model, "adaptive")

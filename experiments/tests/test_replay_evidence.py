@@ -169,28 +169,28 @@ def test_coarse_curve_prices_a_shorter_calibration(tmp_path):
 def test_knob_evidence_compares_one_knob_over_runs(tmp_path, capsys):
     from experiments.knob_evidence import main as knob_main
 
-    cycle = list(range(200, 216))  # a 16-token cycle: the periodic continuation drafts past the stream's end
-    prompt = list(range(10, 40)) + cycle
+    passage = list(range(200, 330))  # copied whole: drafts capped at 16 tokens take more passes than at 64
+    prompt = list(range(10, 40)) + passage + [5]
     run = {
         "outputs": [
-            {"suite": "repetitive", "prompt_id": "p", "prompt_len": len(prompt), "tokens": prompt + cycle * 6},
+            {"suite": "repetitive", "prompt_id": "p", "prompt_len": len(prompt), "tokens": prompt + passage},
             {"suite": "qa", "prompt_id": "q", "prompt_len": 3, "tokens": [1, 2, 3, 4, 5, 6]},
         ],
         "cost_curve": {"ks": [0, 1, 16, 32, 64], "seconds": [1.0, 1.01, 1.05, 1.1, 1.2]},
     }
     path = tmp_path / "run.json"
     path.write_text(json.dumps(run))
-    gains = knob_main([str(path), str(path), "--knob", "periodic", "--values", "false,true"])
-    assert set(gains) == {True} and len(gains[True]) == 4  # two suite columns of each of the two runs
-    by_suite = {where.split(": ")[1]: g for g, where, _ in gains[True]}
+    gains = knob_main([str(path), str(path), "--knob", "max_draft", "--values", "16,64"])
+    assert set(gains) == {64} and len(gains[64]) == 4  # two suite columns of each of the two runs
+    by_suite = {where.split(": ")[1]: g for g, where, _ in gains[64]}
     assert by_suite["repetitive"] > 1.0 and by_suite["qa"] == 1.0
     out = capsys.readouterr().out
-    assert "periodic, against False, over 4 suite columns of 2 runs" in out and "| run | all suites, False |" in out
-    assert "| True | run | qa | 2 | +0.00 % | +0.00 % | +0.00 % |" in out  # per model (the name's "run") and suite
+    assert "max_draft, against 16, over 4 suite columns of 2 runs" in out and "| run | all suites, 16 |" in out
+    assert "| 64 | run | qa | 2 | +0.00 % | +0.00 % | +0.00 % |" in out  # per model (the name's "run") and suite
     for bad in (
         ["--knob", "nope", "--values", "1,2"],
-        ["--knob", "periodic", "--values", "true"],
-        ["--knob", "periodic", "--values", "false,maybe"],
+        ["--knob", "reflow", "--values", "true"],
+        ["--knob", "reflow", "--values", "false,maybe"],
         ["--knob", "prior", "--values", "a,b"],
         ["--knob", "copy_share", "--values", "0.4,2"],
     ):

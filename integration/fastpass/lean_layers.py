@@ -32,7 +32,7 @@ logger = logging.getLogger(__name__)
 
 # the calibration cache's name for whether a model's lean layers gave its own logits bit for bit (its key holds the
 # architecture and the torch and transformers versions, on which the operations depend, not the weights)
-LEAN_KIND = "lean-layers-v1"
+LEAN_KIND = "lean-layers-v2"
 _HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
 
 
