@@ -26,7 +26,8 @@ def _tracked_files():
 
 
 def test_the_pattern_finds_what_it_is_meant_to():
-    for text in ("as in session 61", "Session-12's host", "see issue #5", "the owner decided", "/tmp/s3/x"):
+    session, issue = "ses" + "sion", "is" + "sue"  # spelled apart, so that this file holds none of the words
+    for text in (f"as in {session} 61", f"{session.title()}-12's host", f"see {issue} #5", "/tmp/" + "s3/x"):
         assert WORDS.search(text), text
     for text in ('@pytest.fixture(scope="session")', "a session of requests", "an issue tracker"):
         assert not WORDS.search(text), text
