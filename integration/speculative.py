@@ -74,8 +74,8 @@ class SpeculativeGenerator:
                 model, self.config, proposer, corpus, self.inexact_drafts, self.fast_pass.staged_head
             )
         # only the adaptive proposer built here keeps its learned shape on disk
-        self._keeps_shape = proposer is None and isinstance(self.proposer, AdaptiveProposer)
-        self._keeps_shape = self._keeps_shape and self.config.shape_rate > 0
+        built = proposer is None and isinstance(self.proposer, AdaptiveProposer)
+        self._keeps_shape = built and self.config.shape_rate > 0
         self._texts = TokenizerTexts(self.proposer)
         self._texts.use(tokenizer)
         self.corpus = corpus

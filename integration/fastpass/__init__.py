@@ -25,7 +25,7 @@ from typing import Any
 from .lean_layers import lean_layers as lean_decoder_layers
 from .lean_layers import verified as lean_verified
 from .linear_plan import LinearPlans, planned_linears
-from .screened_head import ScreenedHead, screen_for_run
+from .screened_head import screen_for_run, timed_like_calibration
 from .staged_head import StagedHead
 
 
@@ -90,9 +90,7 @@ class FastPass:
     def timed_like_calibration(self, plan: Any) -> bool:
         """Whether this run's passes are the kind the cost curve is timed over (greedy, screened wherever the
         model's output layer may be): only such runs teach the cost model beyond themselves."""
-        if not self.options.enabled:
-            return False
-        return not plan.do_sample and (self.screen is not None or not ScreenedHead.may_serve(self.model))
+        return self.options.enabled and timed_like_calibration(self.model, plan, self.screen)
 
     def output_layer_hooks(self) -> contextlib.AbstractContextManager:
         """The staged output layer's hooks on ``model`` for the whole request, prefill included (it checks them)."""
