@@ -41,6 +41,8 @@ RETIRED_FIELDS = (
     "start_key",
     "resume_horizon",
     "copy_length",
+    "forgetting",
+    "copy_memory",
 )
 
 

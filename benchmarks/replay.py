@@ -57,10 +57,8 @@ ADAPTIVE_KNOBS = {
     "min_match": (1, 2, 3),
     "max_draft": (16, 32, 64, 128),
     "prior_strength": (1.0, 2.0, 8.0),
-    "forgetting": (0.9, 0.95, 0.98, 1.0),
     "prior": tuple(PRIOR_NAMES),
     "copy_share": (0.0, 0.3, 0.4, 0.5, 1.0),
-    "copy_memory": (0.95, 0.98, 1.0),
     "stepped_copy": (False, True),
 }
 

@@ -56,7 +56,7 @@ def observations(tokens, prompt_len):
         return []
     index = SuffixIndex(tokens[:start])
     config = AdaptiveConfig()
-    regime = CopyRegime(config.copy_share, config.copy_memory)  # told one token at a time
+    regime = CopyRegime(config.copy_share)  # told one token at a time
     rows = []
     for pos in range(start, tokens.size):
         match = index.longest_match()

@@ -115,8 +115,8 @@ class AdaptiveProposer:
         self.index = SuffixIndex(tokens, vocab_size=self.vocab_size)
         self.prompt_len = len(self.index)
         c = self.config
-        self.acceptance = AcceptanceModel(c.prior, c.prior_strength, c.forgetting, c.corpus_prior)
-        self.regime = CopyRegime(c.copy_share, c.copy_memory)
+        self.acceptance = AcceptanceModel(c.prior, c.prior_strength, c.corpus_prior)
+        self.regime = CopyRegime(c.copy_share)
         self._pending = None
         self.request_start = self.start
         self._starting = self.request_start is not None

@@ -24,11 +24,9 @@ class AdaptiveConfig:
     # often followed the match), "recent" (the latest occurrence) or "first" (the earliest)
     occurrence: str = "frequent"
     prior_strength: float = 2.0  # pseudo-observations behind the prior acceptance rates
-    forgetting: float = 0.98  # per-outcome forgetting of a request's own acceptance evidence
     prior: tuple = DEFAULT_PRIOR  # acceptance rate per matched-length bucket before any evidence
     corpus_prior: tuple = CORPUS_PRIOR  # the same for a match in a ReferenceCorpus (see ``acceptance_model``)
     copy_share: float = 0.4  # the output is copying while at least this share of recent tokens is copied
-    copy_memory: float = 0.98  # per-token forgetting of that share
     # while copying, a match of at least this many tokens whose occurrence lies in the prompt is continued from its
     # earliest occurrence, the passage being copied rather than a later quote of it (0: never)
     earliest_in_prompt: int = 2
@@ -55,7 +53,7 @@ class AdaptiveConfig:
         check_positive_int(self.min_match, "min_match")
         check_positive_int(self.earliest_in_prompt, "earliest_in_prompt", minimum=0)
         check_positive_int(self.reflow_lead, "reflow_lead", minimum=0)
-        for name in ("prior_strength", "forgetting", "copy_share", "copy_memory", "shape_rate", "start_memory"):
+        for name in ("prior_strength", "copy_share", "shape_rate", "start_memory"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
                 raise TypeError(f"{name} must be a number, got {type(value).__name__}")
@@ -63,9 +61,6 @@ class AdaptiveConfig:
             raise ValueError(f"occurrence must be one of {OCCURRENCES}, got {self.occurrence!r}")
         if not 0 < self.prior_strength < np.inf:  # infinite: every rate inf / inf, NaN
             raise ValueError(f"prior_strength must be positive and finite, got {self.prior_strength}")
-        for name in ("forgetting", "copy_memory"):
-            if not 0 < getattr(self, name) <= 1:
-                raise ValueError(f"{name} must be in (0, 1], got {getattr(self, name)}")
         if not 0 <= self.start_memory <= 1:
             raise ValueError(f"start_memory must be in [0, 1], got {self.start_memory}")
         if not 0 <= self.shape_rate < 1:

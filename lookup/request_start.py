@@ -28,7 +28,9 @@ class RequestStart:
             raise TypeError(f"config must be an AdaptiveConfig, got {type(config).__name__}")
         if not 0 < config.start_memory <= 1:
             raise ValueError(f"a RequestStart needs start_memory in (0, 1], got {config.start_memory}")
-        self.model = AcceptanceModel(config.prior, config.prior_strength, config.start_memory, config.corpus_prior)
+        self.model = AcceptanceModel(
+            config.prior, config.prior_strength, config.corpus_prior, forgetting=config.start_memory
+        )
         self._lock = threading.Lock()
         if state is not None:
             self.restore(state)
