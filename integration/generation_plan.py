@@ -32,7 +32,7 @@ class UnsupportedGeneration(ValueError):
 
 @dataclass
 class GenerationPlan:
-    input_ids: torch.Tensor  # (1, prompt_len) long
+    input_ids: torch.Tensor  # (rows, prompt_len) long
     attention_mask: torch.Tensor | None  # None when it is all ones
     max_length: int  # prompt + new tokens, never exceeded
     eos_token_ids: frozenset
@@ -48,6 +48,7 @@ class GenerationPlan:
     cache_arg: str  # the model's forward keyword for the cache
     position_limit: int | None = None  # learned absolute positions (gpt2's n_positions): no pass reaches past them
     masked: int = 0  # masked (pad) prompt tokens: positions run that many behind the sequence's length
+    pad_token_id: int = 0  # what a batch's finished rows are padded with, as generate pads them
 
 
 def _cache_keyword(model):
@@ -141,16 +142,11 @@ def plan_generation(
     model, input_ids, attention_mask, generation_config, logits_processor, stopping_criteria, streamer, kwargs
 ):
     if not isinstance(input_ids, torch.Tensor) or input_ids.dtype not in (torch.long, torch.int):
-        raise TypeError("input_ids must be an integer torch.Tensor of shape (1, prompt_length)")
+        raise TypeError("input_ids must be an integer torch.Tensor of shape (batch, prompt_length)")
     if input_ids.ndim == 1:
         input_ids = input_ids[None]
-    if input_ids.ndim != 2 or input_ids.shape[1] == 0:
-        raise ValueError(f"input_ids must have shape (1, prompt_length), got {tuple(input_ids.shape)}")
-    if input_ids.shape[0] != 1:
-        raise UnsupportedGeneration(
-            f"input_ids has batch size {input_ids.shape[0]}; draftless generates one sequence at a "
-            "time for now (call it per prompt)"
-        )
+    if input_ids.ndim != 2 or input_ids.shape[1] == 0 or input_ids.shape[0] == 0:
+        raise ValueError(f"input_ids must have shape (batch, prompt_length), got {tuple(input_ids.shape)}")
     input_ids = input_ids.to(model.device, torch.long)
     _check_token_ids(model, input_ids)
     if attention_mask is not None and not isinstance(attention_mask, torch.Tensor):
@@ -214,6 +210,8 @@ def plan_generation(
     if attention_mask is None:  # as generate does: pad tokens in the prompt are masked out
         attention_mask = model._prepare_attention_mask_for_generation(input_ids, config, {})
     attention_mask = attention_mask.to(model.device)
+    if cache is not None and input_ids.shape[0] > 1:
+        raise UnsupportedGeneration("a batch continued from a caller's cache is not supported by draftless")
     if cache is not None and attention_mask.shape[1] > input_ids.shape[1]:  # generate's other way to continue
         raise UnsupportedGeneration(
             "input_ids with only the tokens after a cache (attention_mask longer than "
@@ -221,6 +219,8 @@ def plan_generation(
         )
     if attention_mask.shape != input_ids.shape:
         raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}, input_ids {tuple(input_ids.shape)}")
+    if input_ids.shape[0] > 1:
+        _check_left_padding(attention_mask)
     if bool((attention_mask == 1).all()):
         attention_mask = None  # generate drops an all-ones mask too
     config = model._prepare_generated_length(
@@ -237,6 +237,8 @@ def plan_generation(
     )
     eos = config._eos_token_tensor
     eos_ids = frozenset() if eos is None else frozenset(int(t) for t in eos.flatten().tolist())
+    pad = config._pad_token_tensor  # generate pads finished rows with it (the EOS token where there is none)
+    pad_token_id = int(pad.flatten()[0]) if pad is not None else (min(eos_ids) if eos_ids else 0)
     stop_strings = config.stop_strings
     if stop_strings is not None and "" in ([stop_strings] if isinstance(stop_strings, str) else list(stop_strings)):
         raise UnsupportedGeneration(
@@ -260,4 +262,20 @@ def plan_generation(
         cache_arg=_cache_keyword(model),
         position_limit=learned_position_limit(model),
         masked=0 if attention_mask is None else int((attention_mask == 0).sum()),
+        pad_token_id=pad_token_id,
     )
+
+
+def _check_left_padding(attention_mask):
+    """Refuse a batch's mask with padding after a row's last token (right padding), with which ``generate`` would
+    append new tokens after the padding and warn; and a row with no token at all."""
+    empty = ~attention_mask.bool().any(dim=1)
+    if bool(empty.any()):
+        raise ValueError(f"attention_mask row {int(empty.nonzero()[0])} masks every token: the row has no prompt")
+    right = attention_mask[:, -1] == 0
+    if bool(right.any()):
+        row = int(right.nonzero()[0])
+        raise ValueError(
+            f"attention_mask row {row} has padding after its tokens (right padding); pad prompts on the left "
+            "(tokenizer.padding_side = 'left'), as generate expects"
+        )

@@ -40,6 +40,37 @@ class GenerationStats:
     # because their draft failed in the first stage
     staged_passes: int = 0
     head_rows_skipped: int = 0
+    # a batch's: each row's own statistics, and the passes the batch made (``passes`` then counts a pass once per
+    # row it carried, so that the per-row figures above add up)
+    rows: tuple = ()
+    batch_passes: int = 0
+
+    @classmethod
+    def of_batch(cls, rows, batch_passes, prefill_s, propose_s, verify_s, total_s):
+        """A batch's statistics: the rows' counts added up, the batch's own times, and ``rows``."""
+        positions = max((len(r.accepted_per_position) for r in rows), default=0)
+        per_position = [
+            sum(r.accepted_per_position[i] for r in rows if i < len(r.accepted_per_position)) for i in range(positions)
+        ]
+        return cls(
+            new_tokens=sum(r.new_tokens for r in rows),
+            passes=sum(r.passes for r in rows),
+            drafted=sum(r.drafted for r in rows),
+            accepted=sum(r.accepted for r in rows),
+            accepted_per_position=tuple(per_position),
+            prefill_s=prefill_s,
+            propose_s=propose_s,
+            verify_s=verify_s,
+            total_s=total_s,
+            rows=tuple(rows),
+            batch_passes=batch_passes,
+        )
+
+    @property
+    def tokens_per_pass(self):
+        """New tokens per verification pass, all rows together (a single request: ``mean_accepted_length``)."""
+        passes = self.batch_passes or self.passes
+        return (self.accepted + self.passes) / passes if passes else 0.0
 
     def __post_init__(self):
         for name in ("new_tokens", "passes", "drafted", "accepted", "staged_passes", "head_rows_skipped"):

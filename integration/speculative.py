@@ -18,9 +18,11 @@ import torch
 from transformers.generation.utils import GenerateDecoderOnlyOutput
 
 from draftless.lookup import AdaptiveConfig, AdaptiveProposer, DraftConfig, ReferenceCorpus
+from draftless.lookup.batch_policy import BatchCost
 
 from . import kv_cache
 from .acceptance import TokenDraws, greedy_accept, sample_accept
+from .batch import generate_batch, reference_corpora
 from .calibration import cached_inexact_drafts, cached_linear_plans, checks_pass_lengths
 from .fastpass import FastPass, FastPassOptions
 from .generation_plan import UnsupportedGeneration, embedding_rows, plan_generation, positions_left
@@ -81,6 +83,8 @@ class SpeculativeGenerator:
         self.corpus = corpus
         self.remember = remember
         self.last_stats: GenerationStats | None = None
+        self.row_pool: list = []  # a batch's per-row proposers, kept for the next batch
+        self._batch_cost: BatchCost | None = None
         self._warned_stale = False
         self._lock = threading.Lock()
 
@@ -135,6 +139,7 @@ class SpeculativeGenerator:
         if input_ids is None:  # generate starts from inputs_embeds or the BOS token; drafts need the token ids
             given = "inputs_embeds alone" if kwargs.get("inputs_embeds") is not None else "no prompt"
             raise UnsupportedGeneration(f"draftless needs input_ids (the prompt's token ids): {given} is not supported")
+        references = kwargs.pop("references", None)
         if self.tokenizer is not None:
             kwargs.setdefault("tokenizer", self.tokenizer)
         self._texts.use(kwargs.get("tokenizer"))
@@ -149,10 +154,23 @@ class SpeculativeGenerator:
             streamer,
             kwargs,
         )
+        draws = TokenDraws.from_seed(seed, generator) if plan.do_sample else None
+        if plan.input_ids.shape[0] > 1:
+            return generate_batch(self, plan, draws, references)
+        if references is None:
+            return self._generate_row(plan, draws, t_start)
+        if not isinstance(self.proposer, AdaptiveProposer):
+            raise ValueError("references are drafted from by the adaptive proposer only: pass no proposer")
+        shared = self.proposer.corpus  # the row's documents are its corpus for this call only
+        self.proposer.corpus = reference_corpora(references, 1, self.tokenizer, self.proposer.vocab_size)[0]
+        try:
+            return self._generate_row(plan, draws, t_start)
+        finally:
+            self.proposer.corpus = shared
+
+    def _generate_row(self, plan, draws, t_start):
         positions_left(plan, plan.input_ids.shape[1])  # a prompt longer than the learned positions is refused
-        accept = greedy_accept
-        if plan.do_sample:
-            accept = functools.partial(sample_accept, draws=TokenDraws.from_seed(seed, generator))
+        accept = greedy_accept if draws is None else functools.partial(sample_accept, draws=draws)
         fast = FastPass.for_run(self.model, plan, may_stage(self.proposer), self.fast_pass)
         # a run whose passes the calibration does not time alike learns their costs for itself alone
         timed = fast.timed_like_calibration(plan)
@@ -262,6 +280,13 @@ class SpeculativeGenerator:
             logits=tuple(raw) if plan.output_logits else None,
             cache=verifier.cache,
         )
+
+    def batch_cost(self) -> BatchCost:
+        """What a batch's pass costs on this machine (``batch_policy.BatchCost``), learned across this generator's
+        batches."""
+        if self._batch_cost is None:
+            self._batch_cost = BatchCost(self.proposer.cost.curve.at)
+        return self._batch_cost
 
     def _check_stale_curve(self):
         """Warn once when passes run much faster than the cached curve says (``kept_state.stale_curve_scale``)."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from draftless.index import SuffixIndex
-from draftless.index.validation import as_token_array
+from draftless.index.validation import as_token_array, check_positive_int
 
 from .acceptance_model import CORPUS, GENERATED, PROMPT, REFLOWED, STEPPED, AcceptanceModel
 from .adaptive_config import OCCURRENCES, AdaptiveConfig  # noqa: F401 (names kept importable from here)
@@ -118,6 +118,7 @@ class AdaptiveProposer:
         self.acceptance = AcceptanceModel(c.prior, c.prior_strength, c.corpus_prior)
         self.regime = CopyRegime(c.copy_share)
         self._pending = None
+        self._offered = None
         self.request_start = self.start
         self._starting = self.request_start is not None
         self.chosen = []
@@ -129,49 +130,43 @@ class AdaptiveProposer:
             self.view.feed(self.index.tokens)
 
     def propose(self, max_tokens: int) -> np.ndarray:
-        self._pending = None
-        self.first_rows = None
-        match = self.index.longest_match()
-        k_cap = min(draft_budget(max_tokens), self.config.max_draft)
-        copying = self.regime.copying
-        acceptance = self.request_start if self._starting else self.acceptance  # a first draft: as they start
-        options = []  # (value, k, matched length, origin, end) per source, the request's own stream first
-        if match.length >= self.config.min_match and k_cap > 0:
-            end = self.source_end(match)
-            # the continuation goes on past the stream's end, period after period (``periodic_continuation``)
-            horizon = k_cap
-            options.append(
-                self._option(
-                    acceptance, match.length, PROMPT if end < self.prompt_len else GENERATED, end, horizon, copying
-                )
-            )
-        if self.view is not None and self.view.length >= self.config.min_match and k_cap > 0:
-            end = self.view.source_end()
-            options.append(
-                self._option(acceptance, self.view.length, CORPUS, end, min(k_cap, self.view.available(end)), copying)
-            )
-        reflowed = None
-        if self.reflow is not None and k_cap > 0:
-            reflowed = self.reflow.source(match.length)
-        if reflowed is not None:
-            length, end = reflowed
-            options.append(
-                self._option(acceptance, length, REFLOWED, end, min(k_cap, len(self.index) - 1 - end), copying)
-            )
-        stepped = self.stepped.source(self.index, k_cap) if self.stepped is not None else None
-        if stepped is not None:  # judged as a copy whatever the regime: its length grows as a copy's match does
-            length, period, stepped_draft = stepped
-            options.append(self._option(acceptance, length, STEPPED, period, stepped_draft.size, True))
-        best = max(options, key=lambda option: option[0]) if options else None  # the first of equals
+        best = self._best_option(max_tokens)
         if best is None or best[1] == 0:  # a plain step
+            return self._take(None, 0)
+        self.first_rows = best[5] if best[5] < best[1] + 1 else None
+        return self._take(best, best[1])
+
+    def offer(self, max_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(draft, expected)``: the best source's continuation as far as it goes (at most ``max_tokens``), and
+        ``expected[k]`` = E[accepted | its first k tokens] for k = 0 .. len(draft). A batch chooses one width for
+        all its rows (``batch_policy.common_width``) and then calls ``take(k)``; ``propose`` is the same choice for
+        one row."""
+        best = self._best_option(max_tokens)
+        self._offered = best
+        if best is None:
+            return EMPTY, np.zeros(1)
+        expected = best[6]
+        return self._draft(best, expected.size - 1), expected
+
+    def take(self, k: int) -> np.ndarray:
+        """The first ``k`` tokens of the latest ``offer``'s draft, as this step's draft (0: a plain step)."""
+        k = check_positive_int(k, "k", minimum=0)
+        return self._take(self._offered, k)
+
+    def _take(self, best, k):
+        if best is None or k == 0:
             self.chosen.append((len(self.index), 0))
             return EMPTY
-        _, k, length, origin, end, first_rows = best
-        self.chosen.append((len(self.index), k))
-        self.first_rows = first_rows if first_rows < k + 1 else None
+        draft = self._draft(best, k)
+        self.chosen.append((len(self.index), int(draft.size)))
+        return draft
+
+    def _draft(self, best, k):
+        """The first ``k`` tokens of option ``best``'s continuation, kept as the pending draft that ``update``
+        learns from."""
+        _, _, length, origin, end, _, _, copying, stepped_draft = best
         if origin == STEPPED:
             draft = stepped_draft[:k]
-            copying = True
         elif origin == CORPUS:
             draft = self.view.continuation(k, end)
         elif origin == REFLOWED:  # the copy with the whitespace the model has been writing instead
@@ -182,11 +177,43 @@ class AdaptiveProposer:
         self._pending = (length, origin, copying, draft)  # chosen under ``start`` while ``_starting``
         return draft
 
-    def _option(self, acceptance, length, origin, end, horizon, copying):
+    def _best_option(self, max_tokens):
+        """The source worth most tokens per unit of time, as ``(value, k, length, origin, end, first_rows,
+        expected, copying, stepped draft)``, or None where no source matches."""
+        self._pending = None
+        self.first_rows = None
+        match = self.index.longest_match()
+        k_cap = min(draft_budget(max_tokens), self.config.max_draft)
+        copying = self.regime.copying
+        acceptance = self.request_start if self._starting else self.acceptance  # a first draft: as they start
+        options = []  # one per source, the request's own stream first
+        if match.length >= self.config.min_match and k_cap > 0:
+            end = self.source_end(match)
+            # the continuation goes on past the stream's end, period after period (``periodic_continuation``)
+            origin = PROMPT if end < self.prompt_len else GENERATED
+            options.append(self._option(acceptance, match.length, origin, end, k_cap, copying))
+        if self.view is not None and self.view.length >= self.config.min_match and k_cap > 0:
+            end = self.view.source_end()
+            horizon = min(k_cap, self.view.available(end))
+            options.append(self._option(acceptance, self.view.length, CORPUS, end, horizon, copying))
+        reflowed = None
+        if self.reflow is not None and k_cap > 0:
+            reflowed = self.reflow.source(match.length)
+        if reflowed is not None:
+            length, end = reflowed
+            horizon = min(k_cap, len(self.index) - 1 - end)
+            options.append(self._option(acceptance, length, REFLOWED, end, horizon, copying))
+        stepped = self.stepped.source(self.index, k_cap) if self.stepped is not None else None
+        if stepped is not None:  # judged as a copy whatever the regime: its length grows as a copy's match does
+            length, period, stepped_draft = stepped
+            options.append(self._option(acceptance, length, STEPPED, period, stepped_draft.size, True, stepped_draft))
+        return max(options, key=lambda option: option[0]) if options else None  # the first of equals
+
+    def _option(self, acceptance, length, origin, end, horizon, copying, stepped_draft=None):
         expected = acceptance.expected(length, origin, horizon, copying)
         cost, first_rows = self.cost.staged(expected)
         k, value = best_draft(expected, cost.__getitem__, self.excluded)
-        return value, k, length, origin, end, int(first_rows[k])
+        return value, k, length, origin, end, int(first_rows[k]), expected, copying, stepped_draft
 
     def source_end(self, match):
         """The end of the earlier occurrence of ``match`` (the index's longest match, at least ``min_match``
