@@ -41,7 +41,8 @@ from draftless.integration.cli import calibration_progress
 from draftless.integration.models import DTYPES, check_device_available, device_name, resolve
 from draftless.lookup import AdaptiveConfig
 
-from . import report
+from . import batch_run, report
+from .batch_run import MIXED
 from .methods import DEFAULT_METHODS, METHODS, PREPARE, expand, forget, in_loop, method, remember, variant_config
 from .suites import SUITES, interleaved, render
 
@@ -307,7 +308,9 @@ def main(argv=None, prog=None):
         prog = "draftless-bench" if Path(sys.argv[0]).name == "draftless-bench" else "python -m benchmarks.run"
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="gemma-3-270m")
-    parser.add_argument("--suite", default=",".join(SUITES), type=lambda v: _csv(v, SUITES, "suite"))
+    parser.add_argument(
+        "--suite", default=None, type=lambda v: _csv(v, SUITES + (MIXED,), "suite"), help="default: every suite"
+    )
     allowed = DEFAULT_METHODS + tuple(m for m in METHODS if m not in DEFAULT_METHODS)  # oracle_k*, draftless_quick
     parser.add_argument(
         "--methods", default=",".join(DEFAULT_METHODS), type=lambda v: _csv(v, allowed, "method", variants=True)
@@ -322,7 +325,19 @@ def main(argv=None, prog=None):
     parser.add_argument("--repeats", type=int, default=1, help="runs of every method per prompt (pooled)")
     parser.add_argument("--device", default="cpu", type=device_name, help="where the model runs: cpu, cuda, ...")
     parser.add_argument("--dtype", default="float32", choices=DTYPES)
+    parser.add_argument(
+        "--batch-size",
+        type=lambda v: [int(x) for x in v.split(",")],
+        default=None,
+        help="batch sizes, e.g. 1,4,8,16: generate against draftless on batches (benchmarks.batch_run)",
+    )
     args = parser.parse_args(argv)
+    if args.batch_size is not None:
+        return _main_batches(parser, args)
+    if args.suite is None:
+        args.suite = list(SUITES)
+    if MIXED in args.suite:
+        parser.error("--suite mixed is a batch suite: give --batch-size")
     if args.temperature is not None and args.temperature <= 0:
         parser.error("--temperature must be > 0 (leave it out for greedy decoding)")
     if args.top_p is not None and not 0 < args.top_p <= 1:
@@ -379,6 +394,25 @@ def main(argv=None, prog=None):
         args.markdown.write_text(table)
     if args.plot:
         report.plot(result["summary"], args.plot, result["model"])
+    return result
+
+
+def _main_batches(parser, args):
+    if any(b < 1 for b in args.batch_size):
+        parser.error("--batch-size must hold ints >= 1")
+    suites = args.suite or ["code_edit", "summarization", "rag", MIXED]
+    model, tokenizer = load_model(args.model, dtype=args.dtype, device=args.device)
+    with calibration_progress() as tell:
+        calibrate(model, tell, output_layer=True)
+    _warm_up(model, tokenizer)
+    rows = batch_run.run_batches(model, tokenizer, suites, args.batch_size, args.limit, args.max_new_tokens)
+    table = batch_run.markdown(rows, args.model)
+    print(table)
+    result = {"model": args.model, "provenance": provenance(), "batches": rows, "max_new_tokens": args.max_new_tokens}
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+    if args.markdown:
+        args.markdown.write_text(table)
     return result
 
 

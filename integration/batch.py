@@ -102,6 +102,7 @@ class BatchDecoder:
                 tokens = torch.cat([plan.input_ids[r][mask[r] == 1], row.ids[0, prompt:]])
                 row.proposer.reset(tokens.cpu().numpy())
         self._end_together()
+        self._stream()
         self.prefill_s = time.perf_counter() - t0
         active = [r for r, row in enumerate(self.rows) if not row.done]
         cmask = batch_cache.keep_rows(self.cache, mask, active) if len(active) < len(self.rows) else mask
