@@ -71,11 +71,11 @@ def enable(
     remember: bool = False,
     fast_pass: bool | FastPassOptions = True,
 ) -> Any:
-    """Route ``model.generate(...)`` through draftless (greedy search and sampling). Calls that draftless cannot
-    serve (batches, beam search, contrastive search, DoLa, several sequences per prompt, ...) go to the original
-    ``generate`` unchanged, with a log line saying why. ``config``, ``corpus``, ``remember`` and ``fast_pass``: see
-    ``SpeculativeGenerator``. On a model already enabled, new arguments replace the old (a new generator); the
-    same ones change nothing."""
+    """Route ``model.generate(...)`` through draftless (greedy search and sampling, one row or a left-padded batch).
+    Calls that draftless cannot serve (a batch continuing a caller's cache, beam search, contrastive search, DoLa,
+    several sequences per prompt, ...) go to the original ``generate`` unchanged, with a log line saying why.
+    ``config``, ``corpus``, ``remember`` and ``fast_pass``: see ``SpeculativeGenerator``. On a model already enabled,
+    new arguments replace the old (a new generator); the same ones change nothing."""
     arguments = (tokenizer, config, corpus, remember, FastPassOptions.of(fast_pass))
     with model_lock(model):
         with _ENABLED_LOCK:

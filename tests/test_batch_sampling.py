@@ -6,7 +6,7 @@ from collections import Counter
 import pytest
 import torch
 from proposers import GreedyDraftProposer
-from test_sampling import ALPHA, N, PROMPT, _no_removal_rule, chi_square_homogeneity, peaky_model
+from test_sampling import ALPHA, PROMPT, N, _no_removal_rule, chi_square_homogeneity, peaky_model
 
 from draftless.integration import SpeculativeGenerator
 

@@ -129,3 +129,22 @@ def test_the_cached_tokenizer_is_the_ggufs_own(name):
     for text in texts + _code_prompts() + PROSE:
         ids = own(text)["input_ids"]
         assert tok(text)["input_ids"] == ids and tok.decode(ids) == own.decode(ids), text[:60]
+
+
+@pytest.mark.parametrize("name", ["gemma-3-270m", "smollm2-135m-instruct"])
+def test_batch_rows_identical_to_generate_on_the_batch(name):
+    """Eight rows of very different lengths (code and prose, 8 to 400 tokens), left-padded: every row equals
+    ``model.generate`` on the same batch, EOS and padding included; each row's equality with the row generated
+    alone is counted (padding changes a row's floats, so a near tie may go the other way)."""
+    model, tokenizer = load_model(name)
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    prompts = (_code_prompts() + PROSE)[:8]
+    ids = tokenizer(prompts, return_tensors="pt", padding=True)
+    kwargs = dict(max_new_tokens=48, do_sample=False, pad_token_id=tokenizer.pad_token_id)
+    ref = model.generate(**ids, **kwargs)
+    generator = SpeculativeGenerator(model, tokenizer)
+    out = generator.generate(**ids, **kwargs)
+    assert torch.equal(out, ref)
+    assert generator.last_stats.accepted > 0 and len(generator.last_stats.rows) == 8
