@@ -210,3 +210,33 @@ def test_batch_arguments_refused_by_name(kwargs, error, match):
     ids = torch.tensor([[5, 6, 7], [8, 9, 10]])
     with pytest.raises(error, match=match):
         SpeculativeGenerator(model).generate(ids, max_new_tokens=4, **kwargs)
+
+
+def test_static_cache_batches():
+    """``cache_implementation="static"`` decodes the same rows; a caller's own cache object for a batch is refused
+    (``enable`` hands such a call to transformers)."""
+    from transformers import StaticCache
+
+    from draftless.integration import UnsupportedGeneration
+
+    model = tiny_model("gemma3")
+    ids, mask = batch_of([5, 3 * SLIDING_WINDOW + 1])
+    kwargs = dict(max_new_tokens=20, eos_token_id=None, pad_token_id=PAD, cache_implementation="static")
+    ref = model.generate(ids, attention_mask=mask, do_sample=False, **kwargs)
+    assert torch.equal(SpeculativeGenerator(model).generate(ids, attention_mask=mask, **kwargs), ref)
+    cache = StaticCache(config=model.config, max_cache_len=64)
+    with pytest.raises(UnsupportedGeneration, match="batch continued from a caller's cache"):
+        SpeculativeGenerator(model).generate(ids, attention_mask=mask, past_key_values=cache, max_new_tokens=4)
+    enable(model)
+    try:
+        out = model.generate(
+            ids,
+            attention_mask=mask,
+            past_key_values=StaticCache(config=model.config, max_cache_len=64),
+            max_new_tokens=20,
+            eos_token_id=None,
+            pad_token_id=PAD,
+        )
+    finally:
+        disable(model)
+    assert torch.equal(out, ref)
