@@ -71,9 +71,10 @@ def timed(call):
 def run_batches(model, tokenizer, suites, batch_sizes, limit, max_new_tokens, progress=True):
     """Rows of the batch table, one per (suite, batch size)."""
     tokenizer.padding_side = "left"
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
     eos = model.generation_config.eos_token_id
+    if tokenizer.pad_token_id is None:  # pad with EOS, as generate does where no pad token is set
+        first = eos[0] if isinstance(eos, list) else eos
+        tokenizer.pad_token = tokenizer.eos_token or tokenizer.convert_ids_to_tokens(first if first is not None else 0)
     eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
     generator = SpeculativeGenerator(model, tokenizer)
     plans = [(suite, size) for suite in suites for size in batch_sizes]

@@ -42,25 +42,9 @@ from draftless.integration.models import DTYPES, check_device_available, device_
 from draftless.lookup import AdaptiveConfig
 
 from . import batch_run, report
-from .batch_run import MIXED
+from .batch_run import MIXED, FirstTokenClock
 from .methods import DEFAULT_METHODS, METHODS, PREPARE, expand, forget, in_loop, method, remember, variant_config
 from .suites import SUITES, interleaved, render
-
-
-class FirstTokenClock:
-    """A streamer that notes when the first generated token arrives (the end of the prefill)."""
-
-    def __init__(self):
-        self.calls = 0
-        self.first = None
-
-    def put(self, value):
-        self.calls += 1
-        if self.calls == 2:
-            self.first = time.perf_counter()
-
-    def end(self):
-        pass
 
 
 def encode_prompt(tokenizer, text):

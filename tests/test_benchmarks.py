@@ -332,3 +332,16 @@ def test_repeats_pool_every_run_of_a_prompt(tiny_dir):
         pooled = [r for r in result["runs"] if row["suite"] in (r["suite"], "all") and r["method"] == row["detail"]]
         tokens = sum(r["new_tokens"] - 1 for r in pooled)
         assert row["decode_tok_s"] == pytest.approx(tokens / sum(r["decode_s"] for r in pooled), rel=1e-3)
+
+
+def test_batch_run_compares_generate_and_draftless_on_batches(tiny_dir, tmp_path):
+    out = tmp_path / "b.json"
+    args = ["--model", str(tiny_dir), "--batch-size", "1,3", "--suite", "code_edit,mixed", "--limit", "3"]
+    result = run_main(args + ["--max-new-tokens", "10", "--json", str(out), "--markdown", str(tmp_path / "b.md")])
+    rows = json.loads(out.read_text())["batches"]
+    assert rows == result["batches"] and len(rows) == 4
+    assert {(r["suite"], r["batch_size"]) for r in rows} == {(s, b) for s in ("code_edit", "mixed") for b in (1, 3)}
+    assert all(r["identical"] and r["prompts"] == 3 and r["draftless_tok_s"] > 0 for r in rows)
+    assert "| mixed | 3 | 3 |" in (tmp_path / "b.md").read_text()
+    with pytest.raises(SystemExit):
+        run_main(["--model", str(tiny_dir), "--suite", "mixed"])  # a batch suite without --batch-size
