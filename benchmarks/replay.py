@@ -248,10 +248,10 @@ def replay(outputs, configs, cost=CPU_SMALL_MODEL, told=None):
     return rows
 
 
-def suite_speedups(path, configs):
-    """``{config name: {suite: modelled speedup}}`` for the run recorded at ``path``, replayed under its own cost
-    curve with each of ``configs`` (``{name: AdaptiveConfig}``), the draft lengths its device did not verify
-    exactly left out."""
+def recorded_inputs(path):
+    """``(run, cost, policy keywords)`` of the run recorded at ``path``: its cost curve, and what an
+    ``AdaptiveFactory`` needs to draft as it did (the lengths its device did not verify exactly left out, its
+    tokenizer's texts and digits)."""
     data = json.loads(Path(path).read_text())
     cost = recorded_cost(data)
     kw = {
@@ -260,6 +260,13 @@ def suite_speedups(path, configs):
         "text_classes": run_text_classes(data),
         "digit_tokens": run_digit_tokens(data),
     }
+    return data, cost, kw
+
+
+def suite_speedups(path, configs):
+    """``{config name: {suite: modelled speedup}}`` for the run recorded at ``path``, replayed under its own cost
+    curve with each of ``configs`` (``{name: AdaptiveConfig}``)."""
+    data, cost, kw = recorded_inputs(path)
     factories = {name: AdaptiveFactory(cfg, **kw) for name, cfg in configs.items()}
     out = {}
     for row in replay(data["outputs"], factories, cost):

@@ -16,7 +16,6 @@ model's (``own``) or on both (``both``). Each run is replayed under its own curv
 """
 
 import argparse
-import json
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -24,8 +23,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from benchmarks.recorded_run import recorded_cost, run_digit_tokens, run_text_classes
-from benchmarks.replay import AdaptiveFactory, replay
+from benchmarks.replay import AdaptiveFactory, recorded_inputs, replay
 from draftless.lookup import AdaptiveConfig
 from draftless.lookup.acceptance_model import CORPUS, DEFAULT_PRIOR, LENGTH_EDGES, ORIGINS, bucket
 from draftless.lookup.adaptive import AdaptiveProposer
@@ -113,18 +111,6 @@ def length_label(b):
     return f"{low}" if low == high else f"{low}-{high}"
 
 
-def run_inputs(path):
-    data = json.loads(Path(path).read_text())
-    cost = recorded_cost(data)
-    kw = {
-        "cost": cost,
-        "excluded": tuple(data.get("inexact_drafts", ())),
-        "text_classes": run_text_classes(data),
-        "digit_tokens": run_digit_tokens(data),
-    }
-    return data, cost, kw
-
-
 def speedups(data, cost, makers):
     """``{name: {suite: modelled speedup}}``."""
     out = defaultdict(dict)
@@ -142,7 +128,7 @@ def gather_evidence(paths):
     evidence = {}
     default = cell_table([])
     for path in tqdm(paths, desc="evidence", file=sys.stderr):
-        data, cost, kw = run_inputs(path)
+        data, cost, kw = recorded_inputs(path)
         ev = evidence.setdefault(
             model_of(data, path), {"hits": np.zeros_like(default), "trials": np.zeros_like(default)}
         )
@@ -188,7 +174,7 @@ def main(argv=None):
     gains = defaultdict(list)
     by_model = defaultdict(list)
     for path in tqdm(args.runs, desc="runs", file=sys.stderr):
-        data, cost, kw = run_inputs(path)
+        data, cost, kw = recorded_inputs(path)
         model = model_of(data, path)
         tables = dict(variants)
         if args.fitted:
