@@ -62,7 +62,7 @@ class BatchDecoder:
     def __init__(self, model, plan, proposers, cost, draws, rows_allowed) -> None:
         self.model = model
         self.plan = plan
-        self.cost = cost  # ``batch_policy.BatchCost``, or None for proposers without expectations
+        self.cost = cost  # ``batch_policy.BatchCost`` for adaptive proposers (``offer``/``take``), else None
         self.rows_allowed = rows_allowed  # the ids a draft may hold
         mask = plan.attention_mask if plan.attention_mask is not None else torch.ones_like(plan.input_ids)
         self.mask = mask
@@ -150,20 +150,19 @@ class BatchDecoder:
                         f"a row of {row.real} positions passes the model's {self.plan.position_limit} learned "
                         "positions before generation ended: lower max_new_tokens (or max_length)"
                     )
-            offer = getattr(row.proposer, "offer", None)
-            if self.cost is not None and callable(offer):
-                draft, expected = offer(budget - 1)
-                offers.append((proposed_draft(draft, budget - 1, self.rows_allowed), expected))
-            else:
+            if self.cost is None:  # a proposer of the caller's: its drafts as it proposes them
                 offers.append((proposed_draft(row.proposer.propose(budget - 1), budget - 1, self.rows_allowed), None))
-        if self.cost is not None and all(e is not None for _, e in offers):
+            else:
+                draft, expected = row.proposer.offer(budget - 1)
+                offers.append((proposed_draft(draft, budget - 1, self.rows_allowed), expected))
+        if self.cost is None:
+            for row, (draft, _) in zip(rows, offers):
+                row.draft = torch.as_tensor(draft, dtype=torch.long, device=row.ids.device)
+        else:
             width = common_width([e for _, e in offers], self.cost)
             for row, (draft, _) in zip(rows, offers):
                 k = min(width - 1, draft.size)
                 row.draft = torch.as_tensor(row.proposer.take(k), dtype=torch.long, device=row.ids.device)
-        else:
-            for row, (draft, _) in zip(rows, offers):
-                row.draft = torch.as_tensor(draft, dtype=torch.long, device=row.ids.device)
         return 1 + max(int(row.draft.shape[0]) for row in rows)
 
     def _pass_inputs(self, active, cmask, width):
