@@ -154,7 +154,8 @@ class AdaptiveProposer:
         return self._take(self._offered, k)
 
     def _take(self, best, k):
-        if best is None or k == 0:
+        if best is None or k == 0:  # nothing drafted: the next ``update`` has no draft to learn from
+            self._pending = None
             self.chosen.append((len(self.index), 0))
             return EMPTY
         draft = self._draft(best, k)

@@ -266,3 +266,19 @@ def test_frequent_occurrence_drafts_the_majority_follower():
     p = AdaptiveProposer(AdaptiveConfig(occurrence="frequent"), cost=FLAT)
     p.reset(stream)  # all of it the prompt, and a request starts on the copying side: the copied passage
     assert p.propose(3).tolist()[:2] == [1, 9]
+
+
+def test_an_offer_taken_at_zero_teaches_nothing():
+    """A batch row that drafts nothing this step (``take(0)`` after ``offer``) did not have its offer rejected: the
+    next ``update`` leaves the acceptance evidence as it was, as after a plain ``propose`` step."""
+    taken, plain = AdaptiveProposer(), AdaptiveProposer()
+    stream = np.array([5, 6, 7, 8, 9, 5, 6, 7], dtype=np.int64)
+    taken.reset(stream)
+    plain.reset(stream)
+    draft, _ = taken.offer(8)
+    assert draft.size > 0
+    assert taken.take(0).size == 0
+    taken.update([8])
+    plain.update([8])
+    for a, b in zip(vars(taken.acceptance).values(), vars(plain.acceptance).values()):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
