@@ -8,8 +8,8 @@ its drafts taught) needs the ids, so draftless's ``vllm.general_plugins`` entry 
 proposer vLLM's model runner before each call; from it the proposer reads each row's request id, prompt length
 and the requests the engine still holds. The drafting itself is ``request_drafts.RequestDrafts``.
 
-vllm is imported by neither module: this one reads the objects vLLM passes it, and the plugin imports vLLM's
-runner only inside vLLM's own processes, when vLLM loads its plugins.
+This module imports nothing of vLLM (it reads the objects vLLM passes it); the plugin imports vLLM's runner only
+when vLLM loads it, inside vLLM's own processes.
 """
 
 from __future__ import annotations
