@@ -104,6 +104,7 @@ def run_method(name, model_dir, prompts, concurrency, max_new_tokens, stagger=Fa
         enforce_eager=True,
         max_model_len=MAX_MODEL_LEN,
         max_num_seqs=max(concurrency, 1),
+        max_num_batched_tokens=MAX_MODEL_LEN,  # what vLLM sets under speculation: every method reads prompts alike
         speculative_config=METHODS[name],
         disable_log_stats=False,
         seed=0,
