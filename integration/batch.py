@@ -10,6 +10,7 @@ positions do, the wider the batch the shorter the drafts, down to plain batched 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import time
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from draftless.lookup.batch_policy import common_width
 
 from . import batch_cache
 from .acceptance import TokenDraws, greedy_accept, sample_accept
+from .fastpass.lean_layers import lean_layers
 from .generation_plan import embedding_rows
 from .generation_stats import GenerationStats, StatsRecorder
 from .proposing import proposed_draft
@@ -62,7 +64,7 @@ class BatchDecoder:
     def __init__(self, model, plan, proposers, cost, draws, rows_allowed) -> None:
         self.model = model
         self.plan = plan
-        self.cost = cost  # ``batch_policy.BatchCost`` for adaptive proposers (``offer``/``take``), else None
+        self.cost = cost  # ``batch_policy.StepCost`` for adaptive proposers (``offer``/``take``), else None
         self.rows_allowed = rows_allowed  # the ids a draft may hold
         mask = plan.attention_mask if plan.attention_mask is not None else torch.ones_like(plan.input_ids)
         self.mask = mask
@@ -114,8 +116,6 @@ class BatchDecoder:
             logits = self._forward(ids, pass_mask, positions, width)
             t2 = time.perf_counter()
             seconds = t2 - t1
-            if self.cost is not None:
-                self.cost.observe(len(active) * width, seconds)
             self.batch_passes += 1
             self.verify_s += seconds
             kept = []
@@ -128,7 +128,10 @@ class BatchDecoder:
                 row.recorder.record_pass(int(row.draft.shape[0]), accepted, seconds)
                 if not row.done:
                     row.proposer.update(row.ids[0, before:].cpu().numpy())
+            t3 = time.perf_counter()
             cmask = batch_cache.realign(self.cache, cmask, width, kept)
+            if self.cost is not None:  # a draft's price: its positions in the pass and the moves its rejection costs
+                self.cost.observe(len(active) * width, seconds + time.perf_counter() - t3)
             self._end_together()
             still = [i for i, r in enumerate(active) if not self.rows[r].done]
             if len(still) < len(active):
@@ -332,7 +335,9 @@ def generate_batch(generator, plan, draws, references):
             draws,
             embedding_rows(generator.model),
         )
-        decoder.run()
+        # the fast pass's lean layers: a pass over drafts attends grouped key/value heads without copying the cache
+        with lean_layers(generator.model) if generator.fast_pass.enabled else contextlib.nullcontext():
+            decoder.run()
     finally:
         if adaptive:
             for proposer in proposers:

@@ -18,7 +18,7 @@ import torch
 from transformers.generation.utils import GenerateDecoderOnlyOutput
 
 from draftless.lookup import AdaptiveConfig, AdaptiveProposer, DraftConfig, ReferenceCorpus
-from draftless.lookup.batch_policy import BatchCost
+from draftless.lookup.batch_policy import StepCost
 
 from . import kv_cache
 from .acceptance import TokenDraws, greedy_accept, sample_accept
@@ -84,7 +84,7 @@ class SpeculativeGenerator:
         self.remember = remember
         self.last_stats: GenerationStats | None = None
         self.row_pool: list = []  # a batch's per-row proposers, kept for the next batch
-        self._batch_cost: BatchCost | None = None
+        self._batch_cost: StepCost | None = None
         self._warned_stale = False
         self._lock = threading.Lock()
 
@@ -281,11 +281,11 @@ class SpeculativeGenerator:
             cache=verifier.cache,
         )
 
-    def batch_cost(self) -> BatchCost:
-        """What a batch's pass costs on this machine (``batch_policy.BatchCost``), learned across this generator's
-        batches."""
+    def batch_cost(self) -> StepCost:
+        """What a batch's pass costs on this machine (``batch_policy.StepCost``, shaped like the calibrated curve),
+        learned across this generator's batches."""
         if self._batch_cost is None:
-            self._batch_cost = BatchCost(self.proposer.cost.curve.at)
+            self._batch_cost = StepCost.shaped_like(self.proposer.cost.curve.at)
         return self._batch_cost
 
     def _check_stale_curve(self):

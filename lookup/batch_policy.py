@@ -1,7 +1,8 @@
 """Draft lengths for a batch: one verification pass carries every row's draft, padded to a common width.
 
 A pass over ``B`` rows of width ``w`` (each row's last token, then up to ``w - 1`` draft tokens) computes
-``B * w`` token positions whatever the drafts hold, so its cost is the cost curve's at ``B * w`` positions in all,
+``B * w`` token positions whatever the drafts hold, so its cost is that of ``B * w`` positions in all
+(``StepCost``: a line learned from the passes timed, shaped like the calibrated curve until they show its slope),
 and within that width every row may as well draft as far as its continuation goes. The batch then chooses the
 width that maximises its expected tokens per second,
 
@@ -41,43 +42,6 @@ def common_width(expected: Sequence[np.ndarray], cost: Callable[[np.ndarray], np
         gained += 1.0 + e[np.minimum(widths - 1, e.size - 1)]
     value = gained / np.asarray(cost(rows * widths), dtype=np.float64)
     return int(widths[int(np.argmax(value))])  # the narrowest of equals
-
-
-class BatchCost:
-    """Seconds of a pass over ``n`` positions in all: the calibrated single-row curve at ``n - 1`` draft tokens
-    (a pass's products grow with its positions however they are split into rows), times a factor per
-    power-of-two band of ``n`` that follows this machine's measured batch passes (``observe``), since attention
-    over several rows' contexts and the batch's padding cost what one row's curve does not hold.
-
-    Invariant: ``ratios[b]`` is the running mean (weight ``rate`` for the newest) of measured / curve seconds of the
-    passes whose positions fall in band b (``2**b <= n < 2**(b + 1)``), 1 before any; it is clamped to [1/4, 4]."""
-
-    BANDS = 16
-
-    def __init__(self, curve_at: Callable[[np.ndarray], np.ndarray], rate: float = 0.3) -> None:
-        if not callable(curve_at):
-            raise TypeError(f"curve_at must be callable, got {type(curve_at).__name__}")
-        if not 0 < rate <= 1:
-            raise ValueError(f"rate must be in (0, 1], got {rate}")
-        self.curve_at = curve_at
-        self.rate = float(rate)
-        self.ratios = np.ones(self.BANDS)
-
-    def _band(self, positions):
-        return np.clip(np.floor(np.log2(np.maximum(positions, 1))).astype(np.int64), 0, self.BANDS - 1)
-
-    def __call__(self, positions: np.ndarray) -> np.ndarray:
-        positions = np.asarray(positions)
-        return np.asarray(self.curve_at(positions - 1), dtype=np.float64) * self.ratios[self._band(positions)]
-
-    def observe(self, positions: int, seconds: float) -> None:
-        """A pass over ``positions`` positions in all took ``seconds`` (0 or less: not timed, ignored)."""
-        if positions < 1 or not seconds > 0:
-            return
-        band = int(self._band(np.asarray(positions)))
-        measured = seconds / float(self.curve_at(np.asarray(positions - 1)))
-        mixed = (1 - self.rate) * self.ratios[band] + self.rate * measured
-        self.ratios[band] = float(np.clip(mixed, 0.25, 4.0))
 
 
 def ragged_lengths(expected: Sequence[np.ndarray], cost: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
@@ -143,6 +107,21 @@ class StepCost:
         self.prior_slope, self.prior_weight, self.prior_spread = float(prior_slope), float(prior_weight), prior_spread
         self.memory = float(memory)
         self.count = self.mean_n = self.mean_s = self.var_n = self.cov = 0.0
+
+    @classmethod
+    def shaped_like(cls, curve_at: Callable[[np.ndarray], np.ndarray], span: int = 64) -> StepCost:
+        """A ``StepCost`` whose prior slope is that of a calibrated single-row curve (``curve_at(k)``: seconds of a
+        pass with k draft tokens): what ``span`` more positions add to a one-position pass, per position, as a share
+        of it. Only the shape is borrowed; the level comes from the passes observed, since a batch's pass over long
+        contexts costs several times what one short row's does."""
+        if not callable(curve_at):
+            raise TypeError(f"curve_at must be callable, got {type(curve_at).__name__}")
+        if isinstance(span, bool) or not isinstance(span, int) or span < 1:
+            raise ValueError(f"span must be an int >= 1, got {span!r}")
+        first, last = (float(x) for x in np.asarray(curve_at(np.array([0, span])), dtype=np.float64))
+        if not 0 < first < np.inf or not 0 <= last < np.inf:
+            raise ValueError(f"curve_at must give finite positive seconds, got {first} and {last}")
+        return cls(prior_slope=max(last - first, 0.0) / (span * first))
 
     def coefficients(self) -> tuple[float, float]:
         """``(a, b)``; before any step, a one-position step costs 1 (the unit cancels out of every choice)."""

@@ -82,3 +82,39 @@ def test_step_cost_keeps_its_prior_shape_where_only_one_width_was_timed():
 def test_step_cost_refuses_bad_settings(kwargs):
     with pytest.raises(ValueError, match=next(iter(kwargs))):
         StepCost(**kwargs)
+
+
+def test_a_step_cost_shaped_like_a_curve_takes_its_slope_not_its_level():
+    curve = lambda k: 0.05 + 0.001 * np.asarray(k, dtype=float)  # noqa: E731 (a 50 ms pass, 1 ms a draft token)
+    cost = StepCost.shaped_like(curve)
+    assert cost.prior_slope == pytest.approx(0.001 / 0.05)
+    for _ in range(50):  # a batch's plain passes over long contexts: six times the curve's one-row pass
+        cost.observe(8, 0.3)
+    a, b = cost.coefficients()
+    assert cost(np.array([8]))[0] == pytest.approx(0.3)
+    assert b / a == pytest.approx(0.02, rel=0.05)  # wider passes priced from the level the batch showed
+    assert cost(np.array([32]))[0] > 0.3 * 1.3
+
+
+def test_a_batch_that_never_timed_wide_passes_does_not_find_them_cheap():
+    """Unseen widths are priced by the line through the seen ones: no width looks cheaper than plain decoding
+    because it was never timed."""
+    cost = StepCost.shaped_like(lambda k: 0.05 + 0.0005 * np.asarray(k, dtype=float))
+    for _ in range(20):
+        cost.observe(8, 0.33)
+    widths = np.arange(8, 400, 8)
+    assert np.all(np.diff(cost(widths)) > 0) and cost(widths)[0] == pytest.approx(0.33)
+
+
+@pytest.mark.parametrize(
+    ("curve", "span", "error"),
+    [
+        (None, 64, TypeError),
+        (lambda k: np.zeros(2), 64, ValueError),
+        (lambda k: np.array([0.05, np.inf]), 64, ValueError),
+        (lambda k: np.ones(2), 0, ValueError),
+    ],
+)
+def test_a_shaped_step_cost_refuses_bad_curves(curve, span, error):
+    with pytest.raises(error, match="curve_at|span"):
+        StepCost.shaped_like(curve, span=span)
