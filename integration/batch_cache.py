@@ -8,8 +8,9 @@ that every row masks. Attention, sliding windows included, then sees each row ex
 window over a row's last tokens holds no hole, and the cache is never longer than the longest row.
 
 Why moving rows and not leaving rejected columns in place, masked: a hole inside a row shifts a sliding window
-(Gemma 3) off the row's real tokens, and holes make every later pass attend over columns that hold nothing;
-moving a row costs one copy of the rows that fell behind, which ``docs/batching.md`` measures against a pass.
+(Gemma 3) off the row's real tokens, and holes make every later pass attend over columns that hold nothing. The
+moves cost no copy of their own: a ``MovingLayer`` notes them and makes them in the copy that appending the next
+pass's columns makes anyway (a ``DynamicLayer`` concatenates its whole cache with them on every pass).
 """
 
 from __future__ import annotations
@@ -18,18 +19,66 @@ import torch
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
 
+class MovingLayer(DynamicLayer):
+    """A ``DynamicLayer`` whose rows can be moved right and its leading columns dropped lazily (``move``): the moves
+    are made while the next ``update`` copies the cache to append its columns.
+
+    Invariant: the layer's logical cache is ``keys``/``values`` (rows x heads x ``stored`` x size) with each row r
+    read from column ``start - shift[r]`` on, ``length`` columns in all (those before ``shift[r] - start`` zero);
+    ``moves`` is None where the stored tensors are the logical cache itself."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.moves: tuple[list[int], int, int] | None = None  # (shift per row, start, length)
+
+    def move(self, shifts: list[int], start: int, length: int) -> None:
+        """Row r's column c becomes column ``c + shifts[r] - start``, the logical cache ``length`` columns long
+        (``shifts`` and ``start`` on top of the moves not yet made)."""
+        if self.moves is not None:
+            self.materialize()
+        self.moves = (list(shifts), int(start), int(length))
+
+    def _moved(self, stored: torch.Tensor, extra: torch.Tensor | None) -> torch.Tensor:
+        shifts, start, length = self.moves
+        rows, heads, _, size = stored.shape
+        width = 0 if extra is None else extra.shape[-2]
+        out = stored.new_empty((rows, heads, length + width, size))
+        for r, shift in enumerate(shifts):
+            first = max(shift - start, 0)  # the row's first column in the moved cache
+            source = max(start - shift, 0)
+            out[r, :, first:length] = stored[r, :, source : source + length - first]
+            if first:
+                out[r, :, :first] = 0
+        if extra is not None:
+            out[:, :, length:] = extra
+        return out
+
+    def materialize(self) -> None:
+        """Make the noted moves now."""
+        if self.moves is not None:
+            self.keys, self.values = self._moved(self.keys, None), self._moved(self.values, None)
+            self.moves = None
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        if self.moves is None or not self.is_initialized:
+            return super().update(key_states, value_states, *args, **kwargs)
+        self.keys, self.values = self._moved(self.keys, key_states), self._moved(self.values, value_states)
+        self.moves = None
+        return self.keys, self.values
+
+    def get_seq_length(self) -> int:
+        if self.moves is not None:
+            return self.moves[2]
+        return super().get_seq_length()
+
+
 def new_batch_cache() -> DynamicCache:
-    """A dynamic cache whose every layer keeps all its positions: a sliding-window layer's window is the model's
-    attention mask's, applied over the cache's columns (a ``DynamicSlidingWindowLayer`` would drop the columns
-    that a row moved right still needs)."""
-    return DynamicCache()
-
-
-def check_batch_cache(cache) -> None:
-    """Refuse a cache whose layers the batch cannot move row by row."""
-    for i, layer in enumerate(cache.layers):
-        if type(layer) is not DynamicLayer:
-            raise TypeError(f"batch cache layer {i} is a {type(layer).__name__}; a batch keeps DynamicLayers")
+    """A dynamic cache of ``MovingLayer``s, each keeping all its positions: a sliding-window layer's window is the
+    model's attention mask's, applied over the cache's columns (a ``DynamicSlidingWindowLayer`` would drop the
+    columns that a row moved right still needs)."""
+    cache = DynamicCache()
+    cache.layer_class_to_replicate = MovingLayer
+    return cache
 
 
 def _layers(cache):
@@ -39,44 +88,30 @@ def _layers(cache):
 def realign(cache, mask: torch.Tensor, width: int, kept: list[int]) -> torch.Tensor:
     """After a pass that appended ``width`` columns to every row, keep row r's first ``kept[r]`` (1 to ``width``)
     and right-align the rows; returns the new column mask (1: a token, 0: padding), the old one being ``mask``
-    (rows x columns before the pass)."""
+    (rows x columns before the pass). The cache's layers make the moves in their next append."""
     rows, before = mask.shape
     most = max(kept)
     length = before + most
-    mask = torch.cat([mask, mask.new_ones((rows, most))], dim=1)
-    layers = _layers(cache)
-    for layer in layers:  # every row keeps at most ``most`` of the new columns
-        layer.keys = layer.keys[:, :, :length]
-        layer.values = layer.values[:, :, :length]
-    for r, k in enumerate(kept):
-        shift = most - k
-        if shift == 0:
-            continue
-        for layer in layers:
-            layer.keys[r, :, shift:] = layer.keys[r, :, : length - shift].clone()
-            layer.values[r, :, shift:] = layer.values[r, :, : length - shift].clone()
-        mask[r, shift:] = mask[r, : length - shift].clone()
-        mask[r, :shift] = 0
-    return trim(cache, mask)
-
-
-def trim(cache, mask: torch.Tensor) -> torch.Tensor:
-    """Drop the leading columns that every row masks; returns the mask of the columns left."""
-    held = mask.any(dim=0).nonzero()
-    first = int(held[0]) if held.numel() else mask.shape[1]
-    if first == 0:
-        return mask
+    moved = torch.zeros((rows, length), dtype=mask.dtype, device=mask.device)
+    shifts = [most - k for k in kept]
+    for r, shift in enumerate(shifts):
+        moved[r, shift:] = torch.cat([mask[r], mask.new_ones(length - shift - before)])
+    held = moved.any(dim=0).nonzero()
+    start = int(held[0]) if held.numel() else length
     for layer in _layers(cache):
-        layer.keys = layer.keys[:, :, first:]
-        layer.values = layer.values[:, :, first:]
-    return mask[:, first:]
+        layer.move(shifts, start, length - start)
+    return moved[:, start:]
 
 
 def keep_rows(cache, mask: torch.Tensor, rows: list[int]) -> torch.Tensor:
     """Keep only ``rows`` (indices into the batch, in order): finished rows cost nothing more. Returns their mask,
-    trimmed."""
+    with the leading columns that every row left masks dropped."""
     index = torch.as_tensor(rows, dtype=torch.long, device=mask.device)
+    mask = mask.index_select(0, index)
+    held = mask.any(dim=0).nonzero()
+    start = int(held[0]) if held.numel() else mask.shape[1]
     for layer in _layers(cache):
-        layer.keys = layer.keys.index_select(0, index.to(layer.keys.device))
-        layer.values = layer.values.index_select(0, index.to(layer.values.device))
-    return trim(cache, mask.index_select(0, index))
+        layer.materialize()
+        layer.keys = layer.keys.index_select(0, index.to(layer.keys.device))[:, :, start:]
+        layer.values = layer.values.index_select(0, index.to(layer.values.device))[:, :, start:]
+    return mask[:, start:]
