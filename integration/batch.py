@@ -64,7 +64,7 @@ class BatchDecoder:
     def __init__(self, model, plan, proposers, cost, draws, rows_allowed) -> None:
         self.model = model
         self.plan = plan
-        self.cost = cost  # ``batch_policy.StepCost`` for adaptive proposers (``offer``/``take``), else None
+        self.cost = cost  # ``step_cost.StepCost`` for adaptive proposers (``offer``/``take``), else None
         self.rows_allowed = rows_allowed  # the ids a draft may hold
         mask = plan.attention_mask if plan.attention_mask is not None else torch.ones_like(plan.input_ids)
         self.mask = mask
@@ -131,7 +131,7 @@ class BatchDecoder:
             t3 = time.perf_counter()
             cmask = batch_cache.realign(self.cache, cmask, width, kept)
             if self.cost is not None:  # a draft's price: its positions in the pass and the moves its rejection costs
-                self.cost.observe(len(active) * width, seconds + time.perf_counter() - t3)
+                self.cost.observe(len(active), len(active) * (width - 1), seconds + time.perf_counter() - t3)
             self._end_together()
             still = [i for i, r in enumerate(active) if not self.rows[r].done]
             if len(still) < len(active):

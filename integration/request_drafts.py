@@ -7,7 +7,7 @@ request's id, the tokens it gained in the step, its whole token stream so far) a
 
 Per request, an ``AdaptiveProposer`` holds the incremental index over its prompt and output (the step's new tokens
 are appended: no rescan), and learns from its own verified drafts. The rows' draft lengths are chosen together
-(``batch_policy.ragged_lengths``) under a cost model of the engine's step (``batch_policy.StepCost``), learned from
+(``batch_policy.ragged_lengths``) under a cost model of the engine's step (``step_cost.StepCost``), learned from
 the time between one call and the next: the step that verified the drafts the previous call returned. A request
 that is no longer among the engine's live ones (finished or aborted) is dropped at the next step; one preempted
 and resumed keeps its state. Whenever the tokens a row holds are not the proposer's stream plus the step's new
@@ -26,7 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from draftless.lookup.adaptive import AdaptiveConfig, AdaptiveProposer
-from draftless.lookup.batch_policy import StepCost, ragged_lengths
+from draftless.lookup.batch_policy import ragged_lengths
+from draftless.lookup.step_cost import StepCost
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +79,8 @@ class RequestDrafts:
         self.clock = clock
         self.proposers: dict[str, AdaptiveProposer] = {}
         self.stats = StepStats()
-        self._last_positions = 0  # positions of the step the previous call's drafts went to; 0: none
+        # rows and draft tokens of the step the previous call's drafts went to; no rows: none
+        self._last_rows = self._last_drafts = 0
         self._last_time = 0.0
         self._previous_rows: set[str] = set()
 
@@ -105,8 +107,8 @@ class RequestDrafts:
         # the step just run read a prompt where a row is still reading one or joined (or came back) in it: its
         # time is not a verification's
         read_prompt = any(not len(t) for t in new_tokens) or not self._previous_rows.issuperset(request_ids)
-        if self._last_positions and not read_prompt:
-            self.cost.observe(self._last_positions, now - self._last_time)
+        if self._last_rows and not read_prompt:
+            self.cost.observe(self._last_rows, self._last_drafts, now - self._last_time)
             self.stats.timed_steps += 1
         self._previous_rows = set(request_ids)
         offered, expected = [], []
@@ -125,11 +127,11 @@ class RequestDrafts:
         lengths = ragged_lengths(expected, self.cost) if expected else ()
         for (i, proposer), k in zip(offered, lengths):
             drafts[i] = proposer.take(int(k)).tolist()
-        positions = len(offered) + int(np.sum(lengths))
+        drafted = int(np.sum(lengths))
         self.stats.steps += 1
         self.stats.rows += len(offered)
-        self.stats.draft_tokens += positions - len(offered)
-        self._last_positions = positions if offered else 0
+        self.stats.draft_tokens += drafted
+        self._last_rows, self._last_drafts = len(offered), drafted
         self._last_time = self.clock()
         return drafts
 

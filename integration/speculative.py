@@ -18,7 +18,7 @@ import torch
 from transformers.generation.utils import GenerateDecoderOnlyOutput
 
 from draftless.lookup import AdaptiveConfig, AdaptiveProposer, DraftConfig, ReferenceCorpus
-from draftless.lookup.batch_policy import StepCost
+from draftless.lookup.step_cost import StepCost
 
 from . import kv_cache
 from .acceptance import TokenDraws, greedy_accept, sample_accept
@@ -282,7 +282,7 @@ class SpeculativeGenerator:
         )
 
     def batch_cost(self) -> StepCost:
-        """What a batch's pass costs on this machine (``batch_policy.StepCost``, shaped like the calibrated curve),
+        """What a batch's pass costs on this machine (``step_cost.StepCost``, shaped like the calibrated curve),
         learned across this generator's batches."""
         if self._batch_cost is None:
             self._batch_cost = StepCost.shaped_like(self.proposer.cost.curve.at)

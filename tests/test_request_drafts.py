@@ -12,7 +12,7 @@ from draftless.index import SuffixIndex
 from draftless.integration.request_drafts import RequestDrafts
 from draftless.integration.vllm import DraftlessProposer
 from draftless.integration.vllm_plugin import register
-from draftless.lookup.batch_policy import StepCost
+from draftless.lookup.step_cost import StepCost
 
 
 class FakeEngine:
@@ -153,10 +153,10 @@ def test_step_times_teach_the_cost_of_a_position():
         engine.add(f"r{r}", truth.tolist(), 40)
     engine.step()  # prompts read in this step: not timed
     for _ in range(150):
-        now[0] += 0.05 + 0.002 * drafts._last_positions
+        now[0] += 0.05 + 0.01 * drafts._last_rows + 0.002 * drafts._last_drafts
         engine.step()
-    a, b = drafts.cost.coefficients()
-    assert a == pytest.approx(0.05, rel=0.15) and b == pytest.approx(0.002, rel=0.3)
+    a, b_row, b_draft = drafts.cost.coefficients()
+    assert a + 3 * b_row == pytest.approx(0.08, rel=0.1) and b_draft == pytest.approx(0.002, rel=0.3)
     assert drafts.stats.timed_steps == 150  # all but the step that read the prompts
 
 
@@ -166,7 +166,7 @@ def test_where_positions_are_dear_an_uncertain_draft_is_not_made():
     tokens = stream[None, :].astype(np.int32)
     dear = StepCost()
     for n in (1, 41) * 20:
-        dear.observe(n, 0.01 * n)  # a step costs in proportion to its positions
+        dear.observe(1, n - 1, 0.01 * n)  # a step costs in proportion to its positions
     outs = []
     for cost in (StepCost(prior_slope=1 / 4096), dear):
         drafts = RequestDrafts(max_draft=8, max_model_len=4000, step_cost=cost)
