@@ -128,10 +128,9 @@ class BatchDecoder:
                 row.recorder.record_pass(int(row.draft.shape[0]), accepted, seconds)
                 if not row.done:
                     row.proposer.update(row.ids[0, before:].cpu().numpy())
-            t3 = time.perf_counter()
+            if self.cost is not None:  # the rows' moves ride the next pass's append (``batch_cache``): no cost apart
+                self.cost.observe(len(active), len(active) * (width - 1), seconds)
             cmask = batch_cache.realign(self.cache, cmask, width, kept)
-            if self.cost is not None:  # a draft's price: its positions in the pass and the moves its rejection costs
-                self.cost.observe(len(active), len(active) * (width - 1), seconds + time.perf_counter() - t3)
             self._end_together()
             still = [i for i, r in enumerate(active) if not self.rows[r].done]
             if len(still) < len(active):
