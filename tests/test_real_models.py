@@ -134,8 +134,8 @@ def test_the_cached_tokenizer_is_the_ggufs_own(name):
 @pytest.mark.parametrize("name", ["gemma-3-270m", "smollm2-135m-instruct"])
 def test_batch_rows_identical_to_generate_on_the_batch(name):
     """Eight rows of very different lengths (code and prose, 8 to 400 tokens), left-padded: every row equals
-    ``model.generate`` on the same batch, EOS and padding included; each row's equality with the row generated
-    alone is counted (padding changes a row's floats, so a near tie may go the other way)."""
+    ``model.generate`` on the same batch, EOS and padding included (not the row generated alone: padding changes a
+    row's floats, so a near tie may go the other way)."""
     model, tokenizer = load_model(name)
     tokenizer.padding_side = "left"
     if tokenizer.pad_token_id is None:
