@@ -36,6 +36,8 @@ class MovingLayer(DynamicLayer):
         (``shifts`` and ``start`` on top of the moves not yet made)."""
         if self.moves is not None:
             self.materialize()
+        if start == 0 and not any(shifts) and self.keys.shape[-2] == length:
+            return  # nothing moves (every row kept the whole pass): the next append is ``DynamicLayer``'s own
         self.moves = (list(shifts), int(start), int(length))
 
     def _moved(self, stored: torch.Tensor, extra: torch.Tensor | None) -> torch.Tensor:
