@@ -22,8 +22,9 @@ from draftless.lookup import AdaptiveProposer, ReferenceCorpus
 from draftless.lookup.batch_policy import common_width
 
 from . import batch_cache
-from .acceptance import TokenDraws, greedy_accept, sample_accept
+from .acceptance import TokenDraws, accept_choices, greedy_accept, sample_accept
 from .fastpass.lean_layers import lean_layers
+from .fastpass.screened_head import screen_for_run
 from .generation_plan import embedding_rows
 from .generation_stats import GenerationStats, StatsRecorder
 from .proposing import proposed_draft
@@ -61,9 +62,10 @@ def row_draws(draws: TokenDraws | None, rows: int) -> list:
 class BatchDecoder:
     """The batch loop: prefill -> (propose -> verify -> accept -> realign -> update) until every row ends."""
 
-    def __init__(self, model, plan, proposers, cost, draws, rows_allowed) -> None:
+    def __init__(self, model, plan, proposers, cost, draws, rows_allowed, screen=None) -> None:
         self.model = model
         self.plan = plan
+        self.screen = screen  # a greedy run's ``ScreenedHead`` (each row's token chosen through it), or None
         self.cost = cost  # ``step_cost.StepCost`` for adaptive proposers (``offer``/``take``), else None
         self.rows_allowed = rows_allowed  # the ids a draft may hold
         mask = plan.attention_mask if plan.attention_mask is not None else torch.ones_like(plan.input_ids)
@@ -79,27 +81,32 @@ class BatchDecoder:
         self.streamed = 0
 
     def _forward(self, ids, mask, positions, keep):
-        out = self.model(
+        """The model's logits over the last ``keep`` positions (its output layer's output, as the model returns it;
+        within ``ScreenedHead.choosing``, the hidden rows)."""
+        return self.model(
             input_ids=ids,
             attention_mask=mask,
             position_ids=positions,
             **{self.plan.cache_arg: self.cache},
             use_cache=True,
             logits_to_keep=keep,
-        )
-        return out.logits.to(dtype=torch.float32)
+        ).logits
 
     def run(self) -> None:
         plan, mask = self.plan, self.mask
         t0 = time.perf_counter()
         positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 1)
-        logits = self._forward(plan.input_ids, mask, positions, 1)[:, -1]
+        with self.screen.checking_prefill() if self.screen is not None else contextlib.nullcontext():
+            raw = self._forward(plan.input_ids, mask, positions, 1)
+        if self.screen is not None and not self.screen.check_prefill(raw):
+            self.screen = None  # the model changes its output layer's output: passes return logits
+        logits = raw[:, -1].to(dtype=torch.float32)
         if plan.streamer is not None:
             plan.streamer.put(plan.input_ids.cpu())
         empty = plan.input_ids.new_empty(0)
         prompt = plan.input_ids.shape[1]
         for r, row in enumerate(self.rows):
-            self._accept(row, logits[r : r + 1], empty)
+            self._accept(row, empty, logits[r : r + 1])
             if not row.done:  # the proposer sees the row's tokens, not its padding
                 tokens = torch.cat([plan.input_ids[r][mask[r] == 1], row.ids[0, prompt:]])
                 row.proposer.reset(tokens.cpu().numpy())
@@ -113,7 +120,7 @@ class BatchDecoder:
             width = self._propose([self.rows[r] for r in active])
             t1 = time.perf_counter()
             ids, pass_mask, positions = self._pass_inputs(active, cmask, width)
-            logits = self._forward(ids, pass_mask, positions, width)
+            rows = self._verify(active, ids, pass_mask, positions, width)
             t2 = time.perf_counter()
             seconds = t2 - t1
             self.batch_passes += 1
@@ -122,7 +129,7 @@ class BatchDecoder:
             for i, r in enumerate(active):
                 row = self.rows[r]
                 before = row.ids.shape[1]
-                n = self._accept(row, logits[i], row.draft)
+                n = self._accept(row, row.draft, *rows[i])
                 kept.append(n + 1)
                 accepted = min(n, row.ids.shape[1] - before - 1)  # a stop inside the draft drops what follows
                 row.recorder.record_pass(int(row.draft.shape[0]), accepted, seconds)
@@ -180,14 +187,29 @@ class BatchDecoder:
         pass_mask = torch.cat([cmask, cmask.new_ones((len(active), width))], dim=1)
         return ids, pass_mask, positions
 
-    def _accept(self, row, logits, draft) -> int:
-        """Accept from ``logits`` (rows after ``[last token] + draft[:i]``), append to the row up to its first
-        stop; returns the draft tokens accepted."""
-        logits = logits[: draft.shape[0] + 1]
-        if row.draws is None:
-            n, tokens, chosen = greedy_accept(logits, draft, row.ids, self.plan.processors)
+    def _verify(self, active, ids, mask, positions, width) -> list:
+        """One pass over the batch; per row, ``(logits, None)`` over its ``[last token] + draft`` or, screened,
+        ``(None, choices)``: the target's token after each of them (``ScreenedHead``, the padding left out)."""
+        if self.screen is None:
+            logits = self._forward(ids, mask, positions, width).to(dtype=torch.float32)
+            return [(logits[i], None) for i in range(len(active))]
+        sizes = [int(self.rows[r].draft.shape[0]) + 1 for r in active]
+        kept = torch.cat([i * width + torch.arange(n) for i, n in enumerate(sizes)])
+        with self.screen.choosing(rows=kept):
+            self._forward(ids, mask, positions, width)
+        return [(None, choices) for choices in self.screen.choices.split(sizes)]
+
+    def _accept(self, row, draft, logits=None, choices=None) -> int:
+        """Accept from ``logits`` (rows after ``[last token] + draft[:i]``) or the target's ``choices`` there,
+        append to the row up to its first stop; returns the draft tokens accepted."""
+        if choices is not None:
+            n, tokens, chosen = accept_choices(choices, draft)
         else:
-            n, tokens, chosen = sample_accept(logits, draft, row.ids, self.plan.processors, row.draws)
+            logits = logits[: draft.shape[0] + 1]
+            if row.draws is None:
+                n, tokens, chosen = greedy_accept(logits, draft, row.ids, self.plan.processors)
+            else:
+                n, tokens, chosen = sample_accept(logits, draft, row.ids, self.plan.processors, row.draws)
         start = row.ids.shape[1]
         ids = torch.cat([row.ids, tokens.view(1, -1).to(row.ids.dtype)], dim=1)
         stop = first_stop(self.plan, ids, start) if row.stopped is None else None
@@ -308,6 +330,15 @@ def reference_corpora(references, rows: int, tokenizer, vocab_size) -> list:
     return corpora
 
 
+def batch_screen(generator, plan):
+    """The ``ScreenedHead`` a greedy batch chooses its tokens through (``screen_for_run``'s rules: no processors,
+    scores or logits to return), or None."""
+    options = generator.fast_pass
+    if not options.enabled or plan.do_sample:
+        return None
+    return screen_for_run(generator.model, plan, None, options.screened_head)[0]
+
+
 def generate_batch(generator, plan, draws, references):
     """``SpeculativeGenerator.generate`` for a batch (``plan`` with more than one row): the sequences, or
     ``generate``'s output object; ``generator.last_stats`` the batch's ``GenerationStats``."""
@@ -333,6 +364,7 @@ def generate_batch(generator, plan, draws, references):
             generator.batch_cost() if adaptive else None,
             draws,
             embedding_rows(generator.model),
+            batch_screen(generator, plan),
         )
         # the fast pass's lean layers: a pass over drafts attends grouped key/value heads without copying the cache
         with lean_layers(generator.model) if generator.fast_pass.enabled else contextlib.nullcontext():

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 from proposers import OracleProposer
+from screen_forms import forced_screen, form  # noqa: F401 (fixtures)
 from tiny_models import SLIDING_WINDOW, VOCAB, repetitive_prompt, tiny_model
 from transformers import StoppingCriteria, StoppingCriteriaList
 

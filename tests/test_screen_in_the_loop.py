@@ -9,7 +9,7 @@ import weakref
 import pytest
 import torch
 from proposers import OracleProposer, PartlyWrongProposer, WrongProposer
-from screen_forms import form  # noqa: F401 (a fixture)
+from screen_forms import forced_screen, form  # noqa: F401 (fixtures)
 from tiny_models import repetitive_prompt, tiny_model
 
 from draftless.integration import SpeculativeGenerator, calibration, pass_timing, store
@@ -18,31 +18,6 @@ from draftless.integration.fastpass.screen_product import FORMS, WEIGHT_MAJOR
 from draftless.integration.fastpass.screened_head import ScreenedHead
 from draftless.lookup import NullProposer
 from draftless.lookup.cost_model import CostCurve
-
-
-@pytest.fixture
-def forced_screen(monkeypatch, cache_dir, form):
-    """Every model screened, on any host (torch's bfloat16 product where oneDNN has none), from the default
-    ``SCREEN_FROM_ROWS`` (one row: every pass); the screens built are listed. The curves timed so stay in this
-    test's own cache (``cache_dir``): another test's tiny model of the same shape would read them, and find no
-    output-layer times in them."""
-    built = []
-
-    def for_model(cls, model, min_weights=None):
-        screen = ScreenedHead(model.get_output_embeddings(), form=form)
-        calls = screen.argmax
-        screen.calls = 0
-
-        def counted(rows, timing=False, draft=None):
-            screen.calls += not timing  # the loop's choices, not the calibration's timed passes
-            return calls(rows, timing, draft)
-
-        screen.argmax = counted
-        built.append(screen)
-        return screen
-
-    monkeypatch.setattr(ScreenedHead, "for_model", classmethod(for_model))
-    return built
 
 
 @pytest.mark.parametrize("kind", ["llama", "gemma3", "qwen2", "gpt2"])

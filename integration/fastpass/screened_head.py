@@ -124,6 +124,7 @@ class ScreenedHead:
         self._seen = None
         self._timing = False
         self._top_k = None
+        self._rows = None
         self.sampling_slack = FIRST_SLACK  # where the last sampled pass's rows found their top k (``ScreenedRows``)
         self._version = (weight.data_ptr(), weight._version)
 
@@ -188,18 +189,19 @@ class ScreenedHead:
         return self.supported
 
     @contextlib.contextmanager
-    def choosing(self, timing=False, draft=None, top_k=None):
+    def choosing(self, timing=False, draft=None, top_k=None, rows=None):
         """Within the block, the output layer returns its input (the hidden rows) and leaves each row's token in
         ``choices`` (``argmax``, ``timing`` and ``draft`` as it takes them); with ``top_k`` (a sampled pass whose
-        processors cut each row to its top k: ``screened_sampling``), the rows as ``ScreenedRows`` instead. Its own
-        forward (a planned product, or none) is restored after."""
+        processors cut each row to its top k: ``screened_sampling``), the rows as ``ScreenedRows`` instead. With
+        ``rows`` (1-D long, indices into the pass's rows flattened), only those rows are chosen for, in that order:
+        a batch's pass leaves its padding out. Its own forward (a planned product, or none) is restored after."""
         before = self.head.__dict__.get("forward")
         self.head.forward = self._forward
-        self._timing, self._draft, self._top_k = timing, draft, top_k
+        self._timing, self._draft, self._top_k, self._rows = timing, draft, top_k, rows
         try:
             yield
         finally:
-            self._timing, self._draft, self._top_k = False, None, None
+            self._timing, self._draft, self._top_k, self._rows = False, None, None, None
             if before is None:
                 del self.head.forward
             else:
@@ -207,6 +209,8 @@ class ScreenedHead:
 
     def _forward(self, hidden):
         rows = hidden.reshape(-1, hidden.shape[-1])
+        if self._rows is not None:
+            rows = rows[self._rows]
         if self._top_k is not None:
             self.choices = ScreenedRows(self, rows, self._top_k)
         else:
