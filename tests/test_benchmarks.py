@@ -343,5 +343,7 @@ def test_batch_run_compares_generate_and_draftless_on_batches(tiny_dir, tmp_path
     assert {(r["suite"], r["batch_size"]) for r in rows} == {(s, b) for s in ("code_edit", "mixed") for b in (1, 3)}
     assert all(r["identical"] and r["prompts"] == 3 and r["draftless_tok_s"] > 0 for r in rows)
     assert "| mixed | 3 | 3 |" in (tmp_path / "b.md").read_text()
+    equal_alone = {r["batch_size"]: r["rows_equal_alone"] for r in rows}
+    assert equal_alone[1] is None and equal_alone[3].endswith("/3")  # each prompt of the batch met alone at B = 1
     with pytest.raises(SystemExit):
         run_main(["--model", str(tiny_dir), "--suite", "mixed"])  # a batch suite without --batch-size
