@@ -22,7 +22,8 @@ from draftless.lookup.step_cost import StepCost
 
 from . import kv_cache
 from .acceptance import TokenDraws, greedy_accept, sample_accept
-from .batch import generate_batch, reference_corpora
+from .batch import generate_batch
+from .batch_rows import reference_corpora
 from .calibration import cached_inexact_drafts, cached_linear_plans, checks_pass_lengths
 from .fastpass import FastPass, FastPassOptions
 from .generation_plan import UnsupportedGeneration, embedding_rows, plan_generation, positions_left
