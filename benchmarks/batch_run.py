@@ -66,6 +66,17 @@ def new_tokens(out, prompt_len, eos_ids):
     return [len(row) for row in continuations(out, prompt_len, eos_ids)]
 
 
+def padding_left(model, tokenizer):
+    """Make ``tokenizer`` pad on the left, with EOS where it has no pad token (as ``generate`` pads); returns the
+    model's EOS ids."""
+    tokenizer.padding_side = "left"
+    eos = model.generation_config.eos_token_id
+    if tokenizer.pad_token_id is None:
+        first = eos[0] if isinstance(eos, list) else eos
+        tokenizer.pad_token = tokenizer.eos_token or tokenizer.convert_ids_to_tokens(first if first is not None else 0)
+    return set(eos if isinstance(eos, list) else [eos]) - {None}
+
+
 def timed(call):
     clock = FirstTokenClock()
     start = time.perf_counter()
@@ -77,12 +88,7 @@ def timed(call):
 
 def run_batches(model, tokenizer, suites, batch_sizes, limit, max_new_tokens, progress=True):
     """Rows of the batch table, one per (suite, batch size)."""
-    tokenizer.padding_side = "left"
-    eos = model.generation_config.eos_token_id
-    if tokenizer.pad_token_id is None:  # pad with EOS, as generate does where no pad token is set
-        first = eos[0] if isinstance(eos, list) else eos
-        tokenizer.pad_token = tokenizer.eos_token or tokenizer.convert_ids_to_tokens(first if first is not None else 0)
-    eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
+    eos_ids = padding_left(model, tokenizer)
     generator = SpeculativeGenerator(model, tokenizer)
     plans = [(suite, size) for suite in suites for size in batch_sizes]
     rows = []
