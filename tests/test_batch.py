@@ -241,3 +241,25 @@ def test_static_cache_batches():
     finally:
         disable(model)
     assert torch.equal(out, ref)
+
+
+@pytest.mark.parametrize("kind", ["llama", "gemma3"])
+def test_screened_batch_passes_equal_generate_on_the_batch(kind, forced_screen):
+    """A greedy batch chooses its tokens through the screened output layer, its drafts' padding left out: rows that
+    accept everything, nothing or never draft, and the adaptive policy's rows, equal generate's."""
+    model = tiny_model(kind)
+    ids, mask = batch_of([6, 3 * SLIDING_WINDOW + 1, 9, 14])
+    kwargs = dict(max_new_tokens=30, eos_token_id=None, pad_token_id=PAD)
+    ref = model.generate(ids, attention_mask=mask, do_sample=False, **kwargs)
+    kinds = ["oracle", "wrong", "none", "oracle"]
+    plans = [(p, c, k) for (p, c), k in zip(rows_of(ids, mask, ref), kinds)]
+    forced = SpeculativeGenerator(model, proposer=RowProposer(plans))
+    assert torch.equal(forced.generate(ids, attention_mask=mask, **kwargs), ref)
+    assert forced.last_stats.batch_passes > 0
+    assert sum(s.calls for s in forced_screen) == forced.last_stats.batch_passes
+    adaptive = SpeculativeGenerator(model)
+    assert torch.equal(adaptive.generate(ids, attention_mask=mask, **kwargs), ref)
+    calls = sum(s.calls for s in forced_screen)
+    scored = adaptive.generate(ids, attention_mask=mask, output_scores=True, return_dict_in_generate=True, **kwargs)
+    assert torch.equal(scored.sequences, ref)
+    assert sum(s.calls for s in forced_screen) == calls  # scores read every logit: not screened
