@@ -108,10 +108,11 @@ def run_batches(model, tokenizer, suites, batch_sizes, limit, max_new_tokens, pr
             tally["vanilla"][0] += sum(new_tokens(ref, prompt_len, eos_ids))
             tally["vanilla"][1] += seconds
             out, seconds = timed(lambda clock: generator.generate(**inputs, streamer=clock, **kwargs))
-            tally["draftless"][0] += sum(new_tokens(out, prompt_len, eos_ids))
+            decoded_rows = continuations(out, prompt_len, eos_ids)
+            tally["draftless"][0] += sum(map(len, decoded_rows))
             tally["draftless"][1] += seconds
             identical &= torch.equal(out, ref)
-            for r, row in enumerate(continuations(out, prompt_len, eos_ids)):
+            for r, row in enumerate(decoded_rows):
                 if size == 1:
                     alone[suite, start + r] = row
                 elif (suite, start + r) in alone:

@@ -165,8 +165,8 @@ class BatchDecoder:
             logits = self._forward(ids, mask, positions, width).to(dtype=torch.float32)
             return [(logits[i], None) for i in range(len(active))]
         sizes = [int(self.rows[r].draft.shape[0]) + 1 for r in active]
-        kept = torch.cat([i * width + torch.arange(n) for i, n in enumerate(sizes)])
-        with self.screen.choosing(rows=kept):
+        read = torch.cat([i * width + torch.arange(n) for i, n in enumerate(sizes)])  # each row's, flattened
+        with self.screen.choosing(rows=read):
             self._forward(ids, mask, positions, width)
         return [(None, choices) for choices in self.screen.choices.split(sizes)]
 
